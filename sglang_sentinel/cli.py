@@ -1,0 +1,384 @@
+"""The `sentinel` command line; the only place that maps errors to exit codes.
+
+Exit codes: 0 fine, 1 findings of severity warning or worse (`check`) or invalid rules
+(`rules check`), 2 usage error / no data / bad config, 3 internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import structlog
+import yaml
+
+from . import __version__
+from .compare import Policy, common_evidence, load_policy
+from .config import Config, config_to_dict, load_config
+from .errors import ConfigError, JournalError, NoDataError, RuleError, SentinelError, UsageError
+from .journal import JournalSource
+from .logs import configure_logging
+from .model import SEVERITY_ORDER
+from .pipeline import Pipeline, evaluate
+from .report import render_diff, render_report, render_startups, scan_json, startup_json
+from .rules import RuleSet, check_rules, default_rules_dir, load_rules
+from .state import StateStore
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+log = structlog.get_logger("sglang_sentinel")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse exits 2 itself; keep the one-line form
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _common(p: argparse.ArgumentParser, *, units: bool = True) -> None:
+    p.add_argument("--state-dir", help="state directory (default: $SENTINEL_STATE_DIR, config, /var/lib/sglang-sentinel)")
+    p.add_argument("--config", type=Path, help="config file (default /etc/sglang-sentinel/config.yaml)")
+    if units:
+        p.add_argument("--unit", action="append", dest="units", metavar="UNIT",
+                       help="unit to look at; repeatable (default: the configured units)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="sentinel", description="Watch SGLang startups in the systemd journal.")
+    parser.add_argument("--version", action="version", version=f"sglang-sentinel {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("scan", help="one pass over journal history: record startups and report")
+    _common(p)
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--journal-dir", type=Path, help="read this journal directory")
+    src.add_argument("--journal-file", type=Path, action="append", dest="journal_files",
+                     help="read these journal files (repeatable)")
+    p.add_argument("--since", help="start at this time: 'YYYY-mm-dd [HH:MM[:SS]]', '-2h', '-30m', '-1d', 'today'")
+    p.add_argument("--json", action="store_true", help="print the JSON document only")
+
+    p = sub.add_parser("startups", help="list recorded startups")
+    _common(p)
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("baseline", help="show, pin or unpin the baseline startup")
+    _common(p)
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--pin", nargs="?", const="latest-ready", metavar="STARTUP",
+                   help="pin STARTUP (invocation-id prefix or 'latest'; default the latest ready startup)")
+    g.add_argument("--unpin", action="store_true")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("diff", help="what changed between two startups (default: baseline vs latest)")
+    _common(p)
+    p.add_argument("a", nargs="?", metavar="A")
+    p.add_argument("b", nargs="?", metavar="B")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("check", help="deploy gate: exit 1 if the latest startup regressed")
+    _common(p)
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("rules", help="rule file tools")
+    rsub = p.add_subparsers(dest="rules_command", required=True, parser_class=_Parser)
+    rc = rsub.add_parser("check", help="validate rule files (schema, regexes, samples)")
+    rc.add_argument("dirs", nargs="*", type=Path, metavar="DIR")
+
+    p = sub.add_parser("run", help="follow the journal, serve metrics, raise alerts")
+    _common(p, units=True)
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--journal-dir", type=Path)
+    src.add_argument("--journal-file", type=Path, action="append", dest="journal_files")
+    p.add_argument("--listen", metavar="HOST:PORT", help="metrics address (default 127.0.0.1:19110)")
+
+    p = sub.add_parser("config", help="print the effective configuration (secrets masked)")
+    _common(p, units=False)
+    return parser
+
+
+# -- shared setup --------------------------------------------------------------------------------
+
+
+def _load(args: argparse.Namespace) -> Config:
+    overrides: dict[str, Any] = {}
+    if getattr(args, "state_dir", None):
+        overrides["state_dir"] = args.state_dir
+    if getattr(args, "units", None):
+        overrides["units"] = list(args.units)
+    if getattr(args, "journal_dir", None):
+        overrides["journal.directory"] = str(args.journal_dir)
+    if getattr(args, "journal_files", None):
+        overrides["journal.files"] = [str(f) for f in args.journal_files]
+    if getattr(args, "listen", None):
+        overrides["listen"] = args.listen
+    return load_config(args.config, required=args.config is not None, overrides=overrides)
+
+
+def _rules(config: Config) -> RuleSet:
+    return load_rules([default_rules_dir(), *config.rules.dirs])
+
+
+def _policy(config: Config) -> Policy:
+    return load_policy(config.rules.policy, dict(config.policy) or None)
+
+
+def _source_key(config: Config) -> str:
+    if config.journal.directory is not None:
+        return f"dir:{config.journal.directory.resolve()}"
+    if config.journal.files:
+        return "files:" + ",".join(str(f.resolve()) for f in config.journal.files)
+    return "system"
+
+
+def _source(config: Config) -> JournalSource:
+    return JournalSource(
+        config.units, directory=config.journal.directory, files=config.journal.files
+    )
+
+
+def _emit_json(doc: Any) -> None:
+    sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+
+
+_REL = re.compile(r"^-?(\d+)\s*([smhd])(?:\s+ago)?$")
+
+
+def parse_since(text: str, now: float | None = None) -> float:
+    """'-2h', '30m ago', 'today', 'yesterday', 'YYYY-mm-dd [HH:MM[:SS]]' -> unix seconds."""
+    now = time.time() if now is None else now
+    t = text.strip().lower()
+    m = _REL.match(t)
+    if m:
+        return now - int(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+    if t in ("today", "yesterday"):
+        midnight = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0)
+        return midnight.timestamp() - (86400 if t == "yesterday" else 0)
+    for fmt in ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d", "%Y-%m-%dT%H:%M:%S"):
+        try:
+            return datetime.strptime(text.strip(), fmt).timestamp()
+        except ValueError:
+            continue
+    raise UsageError(f"--since {text!r}: use 'YYYY-mm-dd [HH:MM[:SS]]', '-2h', '-30m', '-1d' or 'today'")
+
+
+# -- commands ------------------------------------------------------------------------------------
+
+
+def cmd_scan(args: argparse.Namespace) -> int:
+    config = _load(args)
+    rules, policy = _rules(config), _policy(config)
+    source = _source(config)
+    source.open()
+    store = StateStore(config.state_dir)
+    pipeline = Pipeline(source, rules, policy, store, source_key=_source_key(config))
+    if args.since:
+        source.seek_realtime(parse_since(args.since))
+    else:
+        source.seek_head()
+    seen: dict[str, None] = {}
+    while True:
+        n = pipeline.process(limit=50_000)
+        for c in pipeline.commit():
+            seen[c.record.invocation_id] = None
+        if n == 0:
+            break
+    source.close()
+    # Re-evaluate after the whole pass so every startup is compared with its final baseline.
+    comparisons = []
+    for inv in seen:
+        record = store.startup(inv)
+        if record is not None:
+            comparisons.append(evaluate(store, record, policy))
+    log.info("scan_finished", entries=pipeline.stats.entries_read, startups=len(comparisons))
+    if args.json:
+        _emit_json(scan_json(comparisons))
+    else:
+        print(render_report(comparisons))
+    return EXIT_OK
+
+
+def cmd_startups(args: argparse.Namespace) -> int:
+    config = _load(args)
+    store = StateStore(config.state_dir, readonly=True)
+    records = store.startups(config.units)
+    baselines = {u: i for u, (i, _) in store.baselines().items()}
+    if args.json:
+        policy = _policy(config)
+        _emit_json({"startups": [startup_json(evaluate(store, r, policy)) for r in records]})
+    else:
+        print(render_startups(records, baselines))
+    return EXIT_OK
+
+
+def cmd_baseline(args: argparse.Namespace) -> int:
+    config = _load(args)
+    store = StateStore(config.state_dir, readonly=args.pin is None and not args.unpin)
+    units = list(args.units or config.units)
+    if (args.pin is not None or args.unpin) and len(units) != 1:
+        raise UsageError("name one unit with --unit to pin or unpin a baseline")
+    if args.unpin:
+        removed = store.unpin(units[0])
+        print(f"{units[0]}: baseline unpinned" if removed else f"{units[0]}: no baseline was pinned")
+        log.info("baseline_unpinned", unit=units[0], removed=removed)
+        return EXIT_OK
+    if args.pin is not None:
+        if args.pin == "latest-ready":
+            ready = [r for r in store.startups(units) if r.outcome == "ready"]
+            if not ready:
+                raise NoDataError(f"{units[0]}: no ready startup recorded to pin")
+            record = ready[-1]
+        else:
+            record = store.find_startup(args.pin, units)
+        if record.outcome != "ready":
+            raise UsageError(f"startup {record.invocation_id[:8]} is {record.outcome}; pin a ready startup")
+        store.pin(record.unit, record.invocation_id)
+        log.info("baseline_pinned", unit=record.unit, invocation=record.invocation_id[:8])
+        print(f"{record.unit}: pinned startup {record.invocation_id[:8]} as baseline")
+        return EXIT_OK
+    pins = store.baselines()
+    shown = {}
+    for unit in units:
+        if unit in pins:
+            record = store.startup(pins[unit][0])
+            shown[unit] = record
+    if args.json:
+        _emit_json({u: startup_json(evaluate(store, r, _policy(config))) if r else None
+                    for u, r in shown.items()} | {u: None for u in units if u not in shown})
+        return EXIT_OK
+    for unit in units:
+        record = shown.get(unit)
+        if record is None:
+            print(f"{unit}: no baseline pinned (comparisons use the previous ready startup)")
+        else:
+            print(render_startups([record], {unit: record.invocation_id}))
+    return EXIT_OK
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    config = _load(args)
+    store = StateStore(config.state_dir, readonly=True)
+    units = list(args.units or config.units)
+    if args.a and args.b:
+        a, b = store.find_startup(args.a), store.find_startup(args.b)
+    else:
+        b = store.find_startup(args.a or "latest", None if args.a else units)
+        if args.a:
+            comparison = evaluate(store, b, _policy(config))
+            if comparison.baseline is None:
+                raise NoDataError(f"startup {b.invocation_id[:8]} has no baseline to diff against")
+            a = comparison.baseline
+        else:
+            comparison = evaluate(store, b, _policy(config))
+            if comparison.baseline is None:
+                raise NoDataError(f"{b.unit}: no baseline and no earlier ready startup to diff against")
+            a = comparison.baseline
+    evidence = common_evidence(b, a)
+    if args.json:
+        _emit_json({"a": startup_json(evaluate(store, a, _policy(config))),
+                    "b": startup_json(evaluate(store, b, _policy(config))),
+                    "evidence": evidence})
+    else:
+        print(render_diff(a, b, evidence))
+    return EXIT_OK
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    config = _load(args)
+    try:
+        store = StateStore(config.state_dir, readonly=True)
+    except SentinelError as exc:
+        raise NoDataError(str(exc)) from exc
+    policy = _policy(config)
+    worst = EXIT_OK
+    results = []
+    units = list(args.units or config.units)
+    for unit in units:
+        records = store.startups([unit])
+        if not records:
+            raise NoDataError(f"{unit}: no startups recorded")
+        comparison = evaluate(store, records[-1], policy)
+        results.append(comparison)
+        if any(SEVERITY_ORDER[f.severity] >= SEVERITY_ORDER["warning"] for f in comparison.findings):
+            worst = EXIT_FINDINGS
+    if args.json:
+        _emit_json(scan_json(results))
+    else:
+        print(render_report(results))
+    return worst
+
+
+def cmd_rules_check(args: argparse.Namespace) -> int:
+    dirs = args.dirs or [default_rules_dir()]
+    problems = check_rules(dirs)
+    for p in problems:
+        print(p)
+    if problems:
+        print(f"{len(problems)} problem(s)", file=sys.stderr)
+        return EXIT_FINDINGS
+    print(f"rules ok: {', '.join(map(str, dirs))}")
+    return EXIT_OK
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    config = _load(args)
+    sys.stdout.write(yaml.safe_dump(config_to_dict(config), sort_keys=False))
+    return EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .daemon import run_daemon
+
+    config = _load(args)
+    return run_daemon(config, config_path=args.config)
+
+
+COMMANDS = {
+    "scan": cmd_scan,
+    "startups": cmd_startups,
+    "baseline": cmd_baseline,
+    "diff": cmd_diff,
+    "check": cmd_check,
+    "config": cmd_config,
+    "run": cmd_run,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    configure_logging("auto", "warning" if args.command != "run" else "info")
+    try:
+        if args.command == "rules":
+            return cmd_rules_check(args)
+        return COMMANDS[args.command](args)
+    except RuleError as exc:
+        print(f"error: invalid rules:\n" + "\n".join(exc.problems), file=sys.stderr)
+        return EXIT_USAGE
+    except ConfigError as exc:
+        print("error: invalid configuration:\n  " + "\n  ".join(exc.problems), file=sys.stderr)
+        return EXIT_USAGE
+    except (UsageError, NoDataError, JournalError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except SentinelError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # the one place a bug becomes exit 3 instead of a traceback
+        print(f"internal error: {type(exc).__name__}: {exc} (please report)", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

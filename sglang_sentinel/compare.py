@@ -1,0 +1,329 @@
+"""Comparison: a startup record against its baseline, under a policy, yields findings.
+
+Findings name what changed and carry evidence (flags, server_args fields, free GPU memory).
+Evidence, not blame: nothing here claims that a flag caused a drop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from .errors import ConfigError
+from .model import Comparison, FactValue, Finding, Severity, StartupRecord
+from .serverargs import diff_server_args
+
+CHECKS = (
+    "max_running_requests_drop",
+    "kv_cache_tokens_drop",
+    "piecewise_cuda_graph_disabled",
+    "cuda_graph_disabled",
+    "moe_config_missing",
+    "startup_failed",
+    "fact_missing",
+)
+_DROP_CHECKS = {
+    "max_running_requests_drop": ("max_running_requests", "max_running_requests"),
+    "kv_cache_tokens_drop": ("kv_cache_tokens", "KV cache tokens"),
+}
+_SWITCH_CHECKS = {
+    "piecewise_cuda_graph_disabled": ("piecewise_cuda_graph", "piecewise CUDA graph"),
+    "cuda_graph_disabled": ("cuda_graph", "CUDA graph"),
+}
+_SEVERITIES = ("info", "warning", "critical")
+_KEYS = {
+    "max_running_requests_drop": {"warning_drop_percent", "critical_drop_percent", "enabled"},
+    "kv_cache_tokens_drop": {"warning_drop_percent", "critical_drop_percent", "enabled"},
+    "fact_missing": {"severity", "facts", "enabled"},
+}
+# server_args fields, per version, that say whether a CUDA-graph feature is off.
+_SWITCH_FIELDS = {
+    "piecewise_cuda_graph": (
+        ("disable_piecewise_cuda_graph", True),
+        ("enable_piecewise_cuda_graph", False),
+        ("cuda_graph_backend_prefill", "disabled"),
+    ),
+    "cuda_graph": (("disable_cuda_graph", True), ("cuda_graph_backend_decode", "disabled")),
+}
+
+
+def default_policy_path() -> Path:
+    from .rules import default_rules_dir
+
+    return default_rules_dir() / "policy.yaml"
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Validated check settings: check id -> its settings mapping."""
+
+    checks: Mapping[str, Mapping[str, Any]]
+
+    def enabled(self, check: str) -> bool:
+        return bool(self.checks.get(check, {}).get("enabled", True))
+
+    def severity(self, check: str) -> Severity:
+        value = self.checks.get(check, {}).get("severity", "warning")
+        return value if value in _SEVERITIES else "warning"  # type: ignore[no-any-return]
+
+
+def load_policy(
+    path: Path | None = None, overrides: Mapping[str, Any] | None = None
+) -> Policy:
+    """Load the shipped policy (or `path`), apply `overrides`, validate; ConfigError on problems."""
+    path = path or default_policy_path()
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except OSError as exc:
+        raise ConfigError([f"{path}: cannot read policy: {exc.strerror}"]) from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"{path}: invalid YAML: {exc}"]) from exc
+    base = data.get("checks", {}) if isinstance(data, dict) else {}
+    extra = overrides.get("checks", overrides) if overrides else {}
+    merged: dict[str, dict[str, Any]] = {}
+    for source in (base, extra):
+        if not isinstance(source, dict):
+            raise ConfigError([f"{path}: checks must be a mapping"])
+        for check, settings in source.items():
+            merged.setdefault(str(check), {}).update(settings if isinstance(settings, dict) else {})
+    problems = _validate_policy(merged, str(path))
+    if problems:
+        raise ConfigError(problems)
+    return Policy(checks=merged)
+
+
+def _validate_policy(checks: Mapping[str, Mapping[str, Any]], where: str) -> list[str]:
+    problems = []
+    for check, settings in checks.items():
+        if check not in CHECKS:
+            problems.append(f"{where}: policy.checks.{check}: unknown check (known: {', '.join(CHECKS)})")
+            continue
+        allowed = _KEYS.get(check, {"severity", "enabled"})
+        for key, value in settings.items():
+            path = f"{where}: policy.checks.{check}.{key}"
+            if key not in allowed:
+                problems.append(f"{path}: unknown setting (allowed: {', '.join(sorted(allowed))})")
+            elif key == "severity" and value not in _SEVERITIES:
+                problems.append(f"{path}: must be one of {', '.join(_SEVERITIES)}; got {value!r}")
+            elif key.endswith("_percent") and (
+                not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 100
+            ):
+                problems.append(f"{path}: must be a number from 0 to 100; got {value!r}")
+            elif key == "facts" and not (
+                isinstance(value, list) and all(isinstance(v, str) for v in value)
+            ):
+                problems.append(f"{path}: must be a list of fact names")
+            elif key == "enabled" and not isinstance(value, bool):
+                problems.append(f"{path}: must be true or false; got {value!r}")
+    return problems
+
+
+# -- the comparison -----------------------------------------------------------------------------
+
+
+def compare(
+    record: StartupRecord,
+    baseline: StartupRecord | None,
+    kind: Literal["pinned", "previous"] | None,
+    policy: Policy,
+) -> Comparison:
+    """Compare `record` with `baseline`; a startup still starting yields no findings yet."""
+    findings: list[Finding] = []
+    evidence = tuple(common_evidence(record, baseline)) if baseline is not None else ()
+    if record.outcome == "failed" and policy.enabled("startup_failed"):
+        findings.append(
+            Finding(
+                check="startup_failed",
+                severity=policy.severity("startup_failed"),
+                baseline=baseline.outcome if baseline else None,
+                current="failed",
+                message=f"startup failed: {record.failure_reason or 'no reason logged'}",
+                evidence=evidence,
+            )
+        )
+    if record.outcome != "ready" or baseline is None or baseline is record:
+        return Comparison(record, baseline, kind if baseline else None, tuple(findings))
+    for check, (fact, label) in _DROP_CHECKS.items():
+        f = _drop_finding(check, fact, label, record, baseline, policy, evidence)
+        if f:
+            findings.append(f)
+    for check, (fact, label) in _SWITCH_CHECKS.items():
+        f = _switch_finding(check, fact, label, record, baseline, policy, evidence)
+        if f:
+            findings.append(f)
+    f = _moe_finding(record, baseline, policy, evidence)
+    if f:
+        findings.append(f)
+    f = _missing_finding(record, baseline, policy)
+    if f:
+        findings.append(f)
+    return Comparison(record, baseline, kind, tuple(findings))
+
+
+def _drop_finding(
+    check: str,
+    fact: str,
+    label: str,
+    record: StartupRecord,
+    baseline: StartupRecord,
+    policy: Policy,
+    evidence: tuple[str, ...],
+) -> Finding | None:
+    old, new = baseline.fact(fact), record.fact(fact)
+    if not policy.enabled(check) or not _is_number(old) or not _is_number(new) or old <= 0:  # type: ignore[operator]
+        return None
+    assert isinstance(old, int | float) and isinstance(new, int | float)
+    drop = (old - new) / old * 100
+    settings = policy.checks.get(check, {})
+    if drop >= float(settings.get("critical_drop_percent", 20)):
+        severity: Severity = "critical"
+    elif drop >= float(settings.get("warning_drop_percent", 5)):
+        severity = "warning"
+    else:
+        return None
+    return Finding(
+        check=check,
+        severity=severity,
+        baseline=old,
+        current=new,
+        message=f"{label} {_fmt(old)} → {_fmt(new)} (−{drop:.0f} %)",
+        evidence=evidence,
+    )
+
+
+def _switch_finding(
+    check: str,
+    fact: str,
+    label: str,
+    record: StartupRecord,
+    baseline: StartupRecord,
+    policy: Policy,
+    evidence: tuple[str, ...],
+) -> Finding | None:
+    if not policy.enabled(check) or baseline.fact(fact) is not True or record.fact(fact) is not False:
+        return None
+    message = f"{label} on → off"
+    detail = _self_set_detail(fact, record)
+    if detail:
+        message += f"; {detail}"
+    reason = record.fact("piecewise_cuda_graph_disabled_reason") if fact == "piecewise_cuda_graph" else None
+    extra = (f"SGLang logged: disabled because {reason}",) if reason else ()
+    return Finding(
+        check=check,
+        severity=policy.severity(check),
+        baseline=True,
+        current=False,
+        message=message,
+        evidence=extra + evidence,
+    )
+
+
+def _self_set_detail(fact: str, record: StartupRecord) -> str | None:
+    """Name the server_args field that turned `fact` off and whether the command line asked."""
+    flags = {f.split(" ", 1)[0] for f in record.launch_flags}
+    for field_name, off_value in _SWITCH_FIELDS.get(fact, ()):
+        if field_name in record.server_args and record.server_args[field_name] == off_value:
+            flag = "--" + field_name.replace("_", "-")
+            setting = f"{field_name}={record.server_args[field_name]!r}"
+            if not record.launch_flags:
+                return f"{setting} in server_args (command line not seen)"
+            if flag in flags:
+                return f"{setting}: {flag} is on the command line"
+            return f"{setting} not on the command line: set by SGLang"
+    return None
+
+
+def _moe_finding(
+    record: StartupRecord, baseline: StartupRecord, policy: Policy, evidence: tuple[str, ...]
+) -> Finding | None:
+    now = record.fact("moe_config_missing")
+    before = baseline.fact("moe_config_missing")
+    if not policy.enabled("moe_config_missing") or not isinstance(now, tuple):
+        return None
+    old = set(before) if isinstance(before, tuple) else set()
+    new = [name for name in now if name not in old]
+    if not new:
+        return None
+    return Finding(
+        check="moe_config_missing",
+        severity=policy.severity("moe_config_missing"),
+        baseline=tuple(sorted(old)),
+        current=tuple(now),
+        message="Triton MoE kernel config missing (untuned, \"sub-optimal\"): " + ", ".join(new),
+        evidence=evidence,
+    )
+
+
+def _missing_finding(
+    record: StartupRecord, baseline: StartupRecord, policy: Policy
+) -> Finding | None:
+    if not policy.enabled("fact_missing"):
+        return None
+    watched: Sequence[str] = policy.checks.get("fact_missing", {}).get("facts", ())
+    missing = [f for f in watched if baseline.fact(f) is not None and record.fact(f) is None]
+    if not missing:
+        return None
+    return Finding(
+        check="fact_missing",
+        severity=policy.severity("fact_missing"),
+        baseline=tuple(missing),
+        current=None,
+        message="not seen in this startup although the baseline had them: "
+        + ", ".join(missing)
+        + " (a rule may no longer match this SGLang version)",
+        evidence=(),
+    )
+
+
+def common_evidence(record: StartupRecord, baseline: StartupRecord) -> list[str]:
+    """What differs between the two startups' launch: flags, server_args fields, free memory."""
+    out: list[str] = []
+    old_flags = {f.split(" ", 1)[0]: f for f in baseline.launch_flags}
+    new_flags = {f.split(" ", 1)[0]: f for f in record.launch_flags}
+    added = [new_flags[k] for k in new_flags if k not in old_flags]
+    removed = [old_flags[k] for k in old_flags if k not in new_flags]
+    changed = [
+        f"{old_flags[k]} → {new_flags[k]}"
+        for k in new_flags
+        if k in old_flags and old_flags[k] != new_flags[k]
+    ]
+    if added:
+        out.append("flags added: " + " ".join(added))
+    if removed:
+        out.append("flags removed: " + " ".join(removed))
+    if changed:
+        out.append("flags changed: " + "; ".join(changed))
+    if record.server_args and baseline.server_args:
+        on_cmdline = set(new_flags)
+        for change in diff_server_args(baseline.server_args, record.server_args):
+            names = [change.field]
+            if change.note:
+                names.extend(w.strip(".,;:()") for w in change.note.split() if "_" in w)
+            asked = any("--" + n.replace("_", "-") in on_cmdline for n in names)
+            origin = "on the command line" if asked else "not on the command line: set by SGLang"
+            if not record.launch_flags:
+                origin = "command line not seen"
+            note = f" ({change.note})" if change.note else ""
+            out.append(
+                f"server_args {change.field}: {_fmt(change.old)} → {_fmt(change.new)}{note}; {origin}"
+            )
+    old_mem, new_mem = baseline.fact("load_avail_mem_gb"), record.fact("load_avail_mem_gb")
+    if _is_number(old_mem) and _is_number(new_mem) and old_mem != new_mem:
+        out.append(f"free GPU memory at load {_fmt(old_mem)} → {_fmt(new_mem)} GB")
+    return out
+
+
+def _is_number(value: FactValue) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _fmt(value: object) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, float):
+        return f"{value:.2f}".rstrip("0").rstrip(".") if value != int(value) else f"{value:.2f}"
+    return str(value)

@@ -1,0 +1,142 @@
+"""Small immutable records that the pipeline stages hand to each other.
+
+journal source -> JournalEntry -> rules -> RuleMatch -> startups -> StartupRecord
+-> compare -> Finding -> metrics / alerts / reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+# A fact value as rules produce it and records store it. Lists are tuples so records stay hashable.
+FactValue = int | float | bool | str | tuple[str, ...] | None
+
+# Facts that batch lines report after ready; they describe load, not the startup.
+RUNTIME_FACTS = frozenset(
+    {"gen_throughput", "input_throughput", "running_requests", "queued_requests", "token_usage"}
+)
+
+# The facts every startup record carries (None when not seen), in report order.
+STARTUP_FACTS = (
+    "max_running_requests",
+    "max_total_num_tokens",
+    "chunked_prefill_size",
+    "max_prefill_tokens",
+    "context_len",
+    "available_gpu_mem_gb",
+    "load_avail_mem_gb",
+    "kv_cache_tokens",
+    "kv_cache_gb",
+    "mamba_cache_size",
+    "memory_pool_avail_gb",
+    "cuda_graph",
+    "cuda_graph_mem_gb",
+    "piecewise_cuda_graph",
+    "piecewise_cuda_graph_disabled_reason",
+    "moe_config_missing",
+    "moe_config_fallback",
+    "weight_load_seconds",
+    "weight_mem_gb",
+    "startup_seconds",
+    "tp_size",
+    "dp_size",
+    "model_path",
+    "model_arch",
+    "attention_backend",
+    "kv_cache_dtype",
+)
+
+Outcome = Literal["ready", "failed", "starting"]
+Severity = Literal["info", "warning", "critical"]
+SEVERITY_ORDER: Mapping[str, int] = {"info": 0, "warning": 1, "critical": 2}
+
+# systemd catalog MESSAGE_IDs that PID 1 attaches to its lines about a unit.
+UNIT_STARTING = "7d4958e842da4a758f6c1cdc7b36dcc5"
+UNIT_STARTED = "39f53479d3a045ac8e11786248231fbf"
+UNIT_PROCESS_EXIT = "98e322203f7a4ed290d09fe03c09fe15"
+UNIT_RESTART_SCHEDULED = "5eb03494b6584870a536b337290809b3"
+UNIT_FAILED = "be02cf6855d2428ba40df7e9d022f03d"
+UNIT_STOPPED = "9d1aaa27d60140bd96365438aad20286"
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    """One journal entry about a watched unit, with only the fields the sentinel reads."""
+
+    unit: str
+    message: str  # decoded tolerantly; CR-separated progress updates reduced to the last one
+    realtime_us: int
+    invocation_id: str | None = None  # _SYSTEMD_INVOCATION_ID, or INVOCATION_ID on PID 1's lines
+    from_pid1: bool = False  # PID 1's own line about the unit (UNIT=, _PID=1)
+    message_id: str | None = None  # catalog id on PID 1's lines
+    pid: int | None = None
+    cmdline: str | None = None  # _CMDLINE, read only on the first entry of an invocation
+
+
+@dataclass(frozen=True, slots=True)
+class Rank:
+    """The rank prefix of an SGLang line, `[ts DP1 TP0 EP0]`; None where absent."""
+
+    dp: int | None = None
+    pp: int | None = None
+    tp: int | None = None
+    ep: int | None = None
+
+    @property
+    def is_primary(self) -> bool:
+        """True for the main process (no prefix) and for rank 0 of every present dimension."""
+        return not any((self.dp, self.pp, self.tp, self.ep))
+
+
+@dataclass(frozen=True, slots=True)
+class RuleMatch:
+    """A rule that matched one line, with the typed facts it yielded."""
+
+    rule_id: str
+    facts: Mapping[str, FactValue]
+    rank: Rank = field(default_factory=Rank)
+
+
+@dataclass(frozen=True, slots=True)
+class StartupRecord:
+    """One service invocation reduced to facts. A fact not seen is None, never guessed."""
+
+    unit: str
+    invocation_id: str
+    started_at: float  # unix seconds
+    ready_at: float | None
+    outcome: Outcome
+    facts: Mapping[str, FactValue]
+    launch_flags: tuple[str, ...] = ()  # from _CMDLINE, redacted
+    server_args: Mapping[str, Any] = field(default_factory=dict)  # parsed, redacted
+    failure_reason: str | None = None
+    ended_at: float | None = None
+    rule_hits: Mapping[str, int] = field(default_factory=dict)  # rule id -> lines matched
+    runtime: Mapping[str, FactValue] = field(default_factory=dict)  # latest batch-line values
+
+    def fact(self, name: str) -> FactValue:
+        return self.facts.get(name)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One named difference between a startup and its baseline."""
+
+    check: str  # stable id, e.g. max_running_requests_drop
+    severity: Severity
+    baseline: FactValue
+    current: FactValue
+    message: str
+    evidence: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """A startup compared with its baseline; baseline is None when there was nothing to compare."""
+
+    record: StartupRecord
+    baseline: StartupRecord | None
+    baseline_kind: Literal["pinned", "previous"] | None
+    findings: tuple[Finding, ...]

@@ -1,0 +1,148 @@
+"""The pipeline: journal source -> rules -> startup tracker -> comparison -> state.
+
+Both `sentinel scan` (one pass) and `sentinel run` (follow) drive this; they differ only in
+where reading starts and whether they wait for more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import structlog
+
+from .compare import Policy, compare
+from .journal import JournalSource
+from .model import Comparison, StartupRecord
+from .rules import RuleSet
+from .startups import StartupTracker
+from .state import StateStore
+
+log = structlog.get_logger("sglang_sentinel")
+
+
+def evaluate(store: StateStore, record: StartupRecord, policy: Policy) -> Comparison:
+    """Compare `record` with its unit's pinned baseline, else the previous ready startup."""
+    pinned_id = store.baseline_id(record.unit)
+    if pinned_id is not None:
+        pinned = store.startup(pinned_id)
+        if pinned is not None:
+            return compare(record, pinned, "pinned", policy)
+    previous = None
+    for other in store.startups([record.unit]):
+        if other.started_at >= record.started_at or other.invocation_id == record.invocation_id:
+            break
+        if other.outcome == "ready":
+            previous = other
+    return compare(record, previous, "previous" if previous else None, policy)
+
+
+@dataclass
+class Stats:
+    """Counters the metrics endpoint reports about the pipeline itself."""
+
+    entries_read: int = 0
+    last_entry_realtime: float | None = None
+    cursor_resets: int = 0
+    rule_load_errors: int = 0
+    startups_recorded: int = 0
+    rule_hits: dict[str, int] = field(default_factory=dict)
+
+
+class Pipeline:
+    """Reads what the journal has now, aggregates it, and commits it with the cursor."""
+
+    def __init__(
+        self,
+        source: JournalSource,
+        rules: RuleSet,
+        policy: Policy,
+        store: StateStore,
+        *,
+        source_key: str,
+        on_comparison: Callable[[Comparison, Comparison | None], None] | None = None,
+    ) -> None:
+        self.source = source
+        self.rules = rules
+        self.policy = policy
+        self.store = store
+        self.source_key = source_key
+        self.stats = Stats()
+        self.tracker = StartupTracker(self._match)
+        self._on_comparison = on_comparison
+        self._uncommitted = 0
+
+    def _match(self, message: str) -> list:  # type: ignore[type-arg]
+        return self.rules.match(message)
+
+    def set_rules(self, rules: RuleSet) -> None:
+        self.rules = rules
+
+    def resume(self, *, from_boot_start: bool = True) -> None:
+        """Seek to the saved cursor (or the start of this boot) and restore open startups."""
+        self.tracker.restore(self.store.open_builders())
+        cursor = self.store.cursor(self.source_key)
+        if cursor is None:
+            if from_boot_start:
+                self.source.seek_boot_start()
+            else:
+                self.source.seek_head()
+            return
+        if not self.source.seek_cursor(cursor):
+            self.stats.cursor_resets += 1
+            with self.store.transaction():
+                self.store.add_counter("cursor_resets")
+            log.warning("cursor_reset", reason="saved cursor's entry is gone; continuing after it")
+
+    def process(self, limit: int | None = None) -> int:
+        """Feed the entries available now (at most `limit`); returns how many were read."""
+        n = 0
+        feed = self.tracker.feed
+        last = None
+        for entry in self.source.entries(limit):
+            feed(entry)
+            last = entry
+            n += 1
+        if last is not None:
+            self.stats.last_entry_realtime = last.realtime_us / 1e6
+        self.stats.entries_read += n
+        self._uncommitted += n
+        return n
+
+    @property
+    def pending(self) -> int:
+        return self._uncommitted
+
+    def commit(self) -> list[Comparison]:
+        """Persist changed startups, their comparisons and the cursor in one transaction."""
+        dirty = self.tracker.take_dirty()
+        cursor = self.source.cursor() if self._uncommitted else None
+        comparisons: list[Comparison] = []
+        if not dirty and cursor is None:
+            return comparisons
+        with self.store.transaction():
+            for record, builder in dirty:
+                before = self.store.comparison_row(record.invocation_id)
+                self.store.save_startup(record, builder)
+                comparison = evaluate(self.store, record, self.policy)
+                self.store.save_comparison(comparison)
+                comparisons.append(comparison)
+                if before is None:
+                    self.stats.startups_recorded += 1
+            if dirty:
+                # Only each unit's newest startup can still change; older ones need no resume state.
+                self.store.clear_builders(self._open_ids())
+            if cursor is not None:
+                self.store.save_cursor(self.source_key, cursor)
+        self._uncommitted = 0
+        for c in comparisons:
+            log.debug("startup_saved", unit=c.record.unit, invocation=c.record.invocation_id[:8])
+        return comparisons
+
+    def _open_ids(self) -> list[str]:
+        ids = []
+        for unit in self.source.units:
+            rec = self.tracker.current(unit)
+            if rec is not None:
+                ids.append(rec.invocation_id)
+        return ids

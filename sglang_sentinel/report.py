@@ -1,0 +1,202 @@
+"""Reports: comparisons rendered for a person (five-second read) or as the JSON contract."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from .model import SEVERITY_ORDER, STARTUP_FACTS, Comparison, StartupRecord
+from .state import _plain
+
+# Facts whose absence a person should be told about on a ready startup.
+_CORE_FACTS = (
+    "max_running_requests",
+    "max_total_num_tokens",
+    "kv_cache_tokens",
+    "cuda_graph",
+    "piecewise_cuda_graph",
+    "load_avail_mem_gb",
+)
+_MAX_EVIDENCE = 6
+
+
+def iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def local_time(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+# -- JSON ---------------------------------------------------------------------------------------
+
+
+def startup_json(comparison: Comparison) -> dict[str, Any]:
+    """One element of the public `scan --json` contract (see README)."""
+    r = comparison.record
+    baseline = None
+    if comparison.baseline is not None:
+        baseline = {
+            "invocation_id": comparison.baseline.invocation_id,
+            "kind": comparison.baseline_kind,
+        }
+    return {
+        "unit": r.unit,
+        "invocation_id": r.invocation_id,
+        "started_at": iso(r.started_at),
+        "ready_at": iso(r.ready_at),
+        "outcome": r.outcome,
+        "failure_reason": r.failure_reason,
+        "facts": {name: _plain(r.facts.get(name)) for name in STARTUP_FACTS},
+        "launch_flags": list(r.launch_flags),
+        "server_args": _plain(dict(r.server_args)),
+        "baseline": baseline,
+        "findings": [
+            {
+                "check": f.check,
+                "severity": f.severity,
+                "baseline": _plain(f.baseline),
+                "current": _plain(f.current),
+                "message": f.message,
+                "evidence": list(f.evidence),
+            }
+            for f in comparison.findings
+        ],
+    }
+
+
+def scan_json(comparisons: Sequence[Comparison]) -> dict[str, Any]:
+    ordered = sorted(comparisons, key=lambda c: (c.record.started_at, c.record.invocation_id))
+    return {"startups": [startup_json(c) for c in ordered]}
+
+
+# -- human text ---------------------------------------------------------------------------------
+
+
+def headline(record: StartupRecord) -> str:
+    when = local_time(record.started_at)
+    if record.outcome == "ready" and record.ready_at is not None:
+        state = f"ready in {duration(record.ready_at - record.started_at)}"
+    elif record.outcome == "failed":
+        state = "FAILED"
+    else:
+        state = "starting (not ready yet)"
+    return f"{record.unit}  startup {record.invocation_id[:8]}  {when}  {state}"
+
+
+def render_comparison(comparison: Comparison) -> str:
+    r = comparison.record
+    head = headline(r)
+    if comparison.baseline is not None:
+        kind = "pinned baseline" if comparison.baseline_kind == "pinned" else "previous ready startup"
+        head += f"   vs {kind} {comparison.baseline.invocation_id[:8]}"
+    lines = [head]
+    findings = sorted(comparison.findings, key=lambda f: -SEVERITY_ORDER[f.severity])
+    for f in findings:
+        lines.append(f"  {f.severity.upper():<9} {f.message}")
+    evidence: list[str] = []
+    for f in findings:
+        for item in f.evidence:
+            if item not in evidence:
+                evidence.append(item)
+    if evidence:
+        shown = evidence[:_MAX_EVIDENCE]
+        more = len(evidence) - len(shown)
+        tail = f"; … {more} more (sentinel diff)" if more > 0 else ""
+        lines.append(f"  {'changed':<9} " + "; ".join(shown) + tail)
+    if r.outcome == "ready":
+        unseen = [name for name in _CORE_FACTS if r.facts.get(name) is None]
+        if not findings:
+            if comparison.baseline is None:
+                lines.append(
+                    f"  {'ok':<9} first ready startup: nothing to compare"
+                    " (pin it with `sentinel baseline --pin`)"
+                )
+            else:
+                lines.append(f"  {'ok':<9} no regression in the facts seen")
+        if unseen:
+            lines.append(f"  {'unseen':<9} not in the log, so not checked: " + ", ".join(unseen))
+        lines.append("  " + _fact_line(r))
+    elif r.outcome == "starting":
+        lines.append(f"  {'pending':<9} no verdict until the server is ready or fails")
+    return "\n".join(lines)
+
+
+def _fact_line(r: StartupRecord) -> str:
+    f = r.facts
+    parts = []
+    for key, label in (
+        ("max_running_requests", "max_running_requests"),
+        ("max_total_num_tokens", "max_total_num_tokens"),
+        ("kv_cache_tokens", "kv_tokens"),
+        ("cuda_graph", "cuda_graph"),
+        ("piecewise_cuda_graph", "piecewise_cuda_graph"),
+        ("load_avail_mem_gb", "free_at_load_gb"),
+    ):
+        value = f.get(key)
+        if value is not None:
+            parts.append(f"{label}={value}")
+    missing = f.get("moe_config_missing")
+    if isinstance(missing, tuple) and missing:
+        parts.append(f"moe_configs_missing={len(missing)}")
+    return "facts     " + " ".join(parts) if parts else "facts     none seen"
+
+
+def render_report(comparisons: Sequence[Comparison]) -> str:
+    if not comparisons:
+        return "no startups found for the selected units"
+    ordered = sorted(comparisons, key=lambda c: (c.record.started_at, c.record.invocation_id))
+    return "\n\n".join(render_comparison(c) for c in ordered)
+
+
+def render_startups(records: Sequence[StartupRecord], baselines: dict[str, str]) -> str:
+    if not records:
+        return "no startups recorded"
+    rows = []
+    for r in records:
+        mark = " (baseline)" if baselines.get(r.unit) == r.invocation_id else ""
+        mrr = r.facts.get("max_running_requests")
+        rows.append(
+            f"{r.invocation_id[:12]}  {local_time(r.started_at)}  {r.unit:<28} {r.outcome:<8}"
+            f" max_running_requests={mrr if mrr is not None else '?'}{mark}"
+        )
+    return "\n".join(rows)
+
+
+def render_diff(a: StartupRecord, b: StartupRecord, evidence: Sequence[str]) -> str:
+    lines = [f"{a.unit}: {a.invocation_id[:8]} ({local_time(a.started_at)}) → "
+             f"{b.invocation_id[:8]} ({local_time(b.started_at)})"]
+    changed = False
+    for name in STARTUP_FACTS:
+        va, vb = a.facts.get(name), b.facts.get(name)
+        if va != vb:
+            changed = True
+            lines.append(f"  {name:<38} {_show(va)} → {_show(vb)}")
+    if not changed:
+        lines.append("  facts identical")
+    for item in evidence:
+        lines.append(f"  {item}")
+    return "\n".join(lines)
+
+
+def _show(value: object) -> str:
+    if value is None:
+        return "(not seen)"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(map(str, value)) + "]"
+    return str(value)

@@ -1,0 +1,336 @@
+"""State: startup records, comparisons, pinned baselines and the journal cursor in SQLite.
+
+Everything derived from the entries before a cursor is committed in the same transaction as the
+cursor, so a crash at any moment loses nothing and repeats nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from .errors import StateError, UsageError
+from .model import Comparison, Finding, StartupRecord
+
+SCHEMA_VERSION = 1
+DEFAULT_STATE_DIR = Path("/var/lib/sglang-sentinel")
+DB_NAME = "sentinel.sqlite3"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS startups (
+    invocation_id TEXT PRIMARY KEY,
+    unit TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    outcome TEXT NOT NULL,
+    record TEXT NOT NULL,
+    builder TEXT,
+    updated_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS startups_unit_time ON startups (unit, started_at);
+CREATE TABLE IF NOT EXISTS comparisons (
+    invocation_id TEXT PRIMARY KEY REFERENCES startups (invocation_id),
+    baseline_id TEXT,
+    baseline_kind TEXT,
+    findings TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS baselines (
+    unit TEXT PRIMARY KEY,
+    invocation_id TEXT NOT NULL REFERENCES startups (invocation_id),
+    pinned_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS cursors (
+    source TEXT PRIMARY KEY,
+    cursor TEXT NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+"""
+
+
+def resolve_state_dir(arg: str | Path | None, environ: Mapping[str, str] = os.environ) -> Path:
+    """--state-dir, else $SENTINEL_STATE_DIR, else /var/lib/sglang-sentinel."""
+    if arg:
+        return Path(arg)
+    if environ.get("SENTINEL_STATE_DIR"):
+        return Path(environ["SENTINEL_STATE_DIR"])
+    return DEFAULT_STATE_DIR
+
+
+class StateStore:
+    """One SQLite database in the state directory."""
+
+    def __init__(self, state_dir: Path, *, readonly: bool = False) -> None:
+        self.path = state_dir / DB_NAME
+        try:
+            if not readonly:
+                state_dir.mkdir(parents=True, exist_ok=True, mode=0o750)
+            elif not self.path.exists():
+                raise StateError(f"no state in {state_dir} (run `sentinel scan` or `sentinel run` first)")
+            self._db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            if not readonly:
+                self._migrate()
+        except PermissionError as exc:
+            raise StateError(
+                f"state directory {state_dir} is not writable ({exc.strerror}); "
+                "pass --state-dir or set SENTINEL_STATE_DIR"
+            ) from exc
+        except sqlite3.Error as exc:
+            raise StateError(f"cannot use state database {self.path}: {exc}") from exc
+        except OSError as exc:
+            raise StateError(f"cannot use state directory {state_dir}: {exc.strerror or exc}") from exc
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _migrate(self) -> None:
+        with self.transaction():
+            for stmt in _SCHEMA.split(";"):
+                if stmt.strip():
+                    self._db.execute(stmt)
+            row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            if row is None:
+                self._db.execute(
+                    "INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                )
+            elif int(row[0]) > SCHEMA_VERSION:
+                raise StateError(
+                    f"{self.path} has schema version {row[0]}, newer than this sentinel "
+                    f"understands ({SCHEMA_VERSION}); upgrade sglang-sentinel"
+                )
+        try:
+            os.chmod(self.path, 0o640)
+        except OSError:
+            pass
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """BEGIN IMMEDIATE ... COMMIT; rolls back on any exception."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        else:
+            self._db.execute("COMMIT")
+
+    # -- writing (call inside transaction()) ----------------------------------------------------
+
+    def save_startup(self, record: StartupRecord, builder: str | None) -> None:
+        self._db.execute(
+            "INSERT INTO startups (invocation_id, unit, started_at, outcome, record, builder, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (invocation_id) DO UPDATE SET unit=excluded.unit,"
+            " started_at=excluded.started_at, outcome=excluded.outcome, record=excluded.record,"
+            " builder=excluded.builder, updated_at=excluded.updated_at",
+            (
+                record.invocation_id,
+                record.unit,
+                record.started_at,
+                record.outcome,
+                record_to_json(record),
+                builder,
+                time.time(),
+            ),
+        )
+
+    def clear_builders(self, keep: Iterable[str]) -> None:
+        """Drop resumable state of startups that can no longer change."""
+        keep = list(keep)
+        marks = ",".join("?" * len(keep))
+        self._db.execute(
+            f"UPDATE startups SET builder=NULL WHERE builder IS NOT NULL AND invocation_id NOT IN ({marks})",
+            keep,
+        )
+
+    def save_comparison(self, comparison: Comparison) -> None:
+        self._db.execute(
+            "INSERT INTO comparisons (invocation_id, baseline_id, baseline_kind, findings)"
+            " VALUES (?, ?, ?, ?) ON CONFLICT (invocation_id) DO UPDATE SET"
+            " baseline_id=excluded.baseline_id, baseline_kind=excluded.baseline_kind,"
+            " findings=excluded.findings",
+            (
+                comparison.record.invocation_id,
+                comparison.baseline.invocation_id if comparison.baseline else None,
+                comparison.baseline_kind,
+                json.dumps([asdict(f) for f in comparison.findings]),
+            ),
+        )
+
+    def save_cursor(self, source: str, cursor: str) -> None:
+        self._db.execute(
+            "INSERT INTO cursors (source, cursor, updated_at) VALUES (?, ?, ?)"
+            " ON CONFLICT (source) DO UPDATE SET cursor=excluded.cursor, updated_at=excluded.updated_at",
+            (source, cursor, time.time()),
+        )
+
+    def add_counter(self, name: str, delta: int = 1) -> None:
+        self._db.execute(
+            "INSERT INTO counters (name, value) VALUES (?, ?)"
+            " ON CONFLICT (name) DO UPDATE SET value = value + excluded.value",
+            (name, delta),
+        )
+
+    def pin(self, unit: str, invocation_id: str) -> None:
+        with self.transaction():
+            self._db.execute(
+                "INSERT INTO baselines (unit, invocation_id, pinned_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (unit) DO UPDATE SET invocation_id=excluded.invocation_id,"
+                " pinned_at=excluded.pinned_at",
+                (unit, invocation_id, time.time()),
+            )
+
+    def unpin(self, unit: str) -> bool:
+        with self.transaction():
+            cur = self._db.execute("DELETE FROM baselines WHERE unit=?", (unit,))
+        return cur.rowcount > 0
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def cursor(self, source: str) -> str | None:
+        row = self._db.execute("SELECT cursor FROM cursors WHERE source=?", (source,)).fetchone()
+        return str(row[0]) if row else None
+
+    def counter(self, name: str) -> int:
+        row = self._db.execute("SELECT value FROM counters WHERE name=?", (name,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def open_builders(self) -> list[str]:
+        rows = self._db.execute(
+            "SELECT builder FROM startups WHERE builder IS NOT NULL ORDER BY started_at"
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def startups(self, units: Iterable[str] | None = None) -> list[StartupRecord]:
+        """Records oldest first, optionally only of `units`."""
+        if units is None:
+            rows = self._db.execute("SELECT record FROM startups ORDER BY started_at, invocation_id")
+        else:
+            units = list(units)
+            marks = ",".join("?" * len(units))
+            rows = self._db.execute(
+                f"SELECT record FROM startups WHERE unit IN ({marks}) ORDER BY started_at, invocation_id",
+                units,
+            )
+        return [record_from_json(r[0]) for r in rows.fetchall()]
+
+    def startup(self, invocation_id: str) -> StartupRecord | None:
+        row = self._db.execute(
+            "SELECT record FROM startups WHERE invocation_id=?", (invocation_id,)
+        ).fetchone()
+        return record_from_json(row[0]) if row else None
+
+    def find_startup(self, ref: str, units: Iterable[str] | None = None) -> StartupRecord:
+        """Resolve `latest` or an invocation-id prefix (>= 6 hex digits) to one record."""
+        records = self.startups(units)
+        if ref == "latest":
+            if not records:
+                raise UsageError("no startups recorded yet")
+            return records[-1]
+        prefix = ref.lower()
+        if len(prefix) < 6 or any(c not in "0123456789abcdef" for c in prefix):
+            raise UsageError(f"startup {ref!r}: give `latest` or at least 6 hex digits of an invocation id")
+        hits = [r for r in records if r.invocation_id.startswith(prefix)]
+        if not hits:
+            raise UsageError(f"no startup with invocation id starting {ref!r}")
+        if len(hits) > 1:
+            ids = ", ".join(r.invocation_id[:12] for r in hits)
+            raise UsageError(f"startup {ref!r} is ambiguous: {ids}")
+        return hits[0]
+
+    def baseline_id(self, unit: str) -> str | None:
+        row = self._db.execute("SELECT invocation_id FROM baselines WHERE unit=?", (unit,)).fetchone()
+        return str(row[0]) if row else None
+
+    def baselines(self) -> dict[str, tuple[str, float]]:
+        rows = self._db.execute("SELECT unit, invocation_id, pinned_at FROM baselines").fetchall()
+        return {str(u): (str(i), float(t)) for u, i, t in rows}
+
+    def comparison_row(self, invocation_id: str) -> tuple[str | None, str | None, list[Finding]] | None:
+        row = self._db.execute(
+            "SELECT baseline_id, baseline_kind, findings FROM comparisons WHERE invocation_id=?",
+            (invocation_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        findings = [finding_from_dict(d) for d in json.loads(row[2])]
+        return row[0], row[1], findings
+
+    def data_version(self) -> int:
+        """Changes when another connection commits (lets the daemon see `baseline --pin`)."""
+        return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+
+
+# -- JSON (de)serialisation of records ------------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def record_to_dict(record: StartupRecord) -> dict[str, Any]:
+    return {
+        "unit": record.unit,
+        "invocation_id": record.invocation_id,
+        "started_at": record.started_at,
+        "ready_at": record.ready_at,
+        "ended_at": record.ended_at,
+        "outcome": record.outcome,
+        "failure_reason": record.failure_reason,
+        "facts": _plain(dict(record.facts)),
+        "launch_flags": list(record.launch_flags),
+        "server_args": _plain(dict(record.server_args)),
+        "rule_hits": dict(record.rule_hits),
+        "runtime": dict(record.runtime),
+    }
+
+
+def record_to_json(record: StartupRecord) -> str:
+    return json.dumps(record_to_dict(record), sort_keys=True)
+
+
+def record_from_json(text: str) -> StartupRecord:
+    d = json.loads(text)
+    return StartupRecord(
+        unit=d["unit"],
+        invocation_id=d["invocation_id"],
+        started_at=d["started_at"],
+        ready_at=d["ready_at"],
+        outcome=d["outcome"],
+        facts={k: tuple(v) if isinstance(v, list) else v for k, v in d["facts"].items()},
+        launch_flags=tuple(d["launch_flags"]),
+        server_args=d["server_args"],
+        failure_reason=d["failure_reason"],
+        ended_at=d["ended_at"],
+        rule_hits=d.get("rule_hits", {}),
+        runtime=d.get("runtime", {}),
+    )
+
+
+def finding_from_dict(d: Mapping[str, Any]) -> Finding:
+    def tup(v: Any) -> Any:
+        return tuple(v) if isinstance(v, list) else v
+
+    return Finding(
+        check=d["check"],
+        severity=d["severity"],
+        baseline=tup(d["baseline"]),
+        current=tup(d["current"]),
+        message=d["message"],
+        evidence=tuple(d.get("evidence", ())),
+    )

@@ -1,0 +1,60 @@
+"""Shared fixtures: real journal files and a live journald (see tests/journaltools.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import journaltools  # noqa: E402
+
+ROOT_FIXTURES = frozenset({"live_journald", "run_in_unit"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that use the live journald are `root` tests, whether or not they say so."""
+    for item in items:
+        if ROOT_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.root)
+
+
+def require_root() -> None:
+    """Skip without root on a workstation; in CI (which runs as root) never skip, fail."""
+    if os.geteuid() == 0:
+        return
+    if os.environ.get("CI"):
+        pytest.fail("root tests must run in CI, but CI is not running as root")
+    pytest.skip("needs root (standalone journald, cgroups); run as root or with CI=true")
+
+
+@pytest.fixture
+def shared_dir() -> Path:
+    return journaltools.shared_dir()
+
+
+@pytest.fixture
+def seed_journal_dir(tmp_path: Path) -> Path:
+    """A real journal directory built from the seed-flag-change fixture."""
+    return journaltools.seed_journal(tmp_path)
+
+
+@pytest.fixture
+def live_journald() -> Iterator[journaltools.LiveJournald]:
+    """A standalone systemd-journald (own namespace, fresh journal directory) for one test."""
+    require_root()
+    with journaltools.live_journald() as daemon:
+        yield daemon
+
+
+@pytest.fixture
+def run_in_unit(
+    live_journald: journaltools.LiveJournald,
+) -> Callable[..., subprocess.Popen[bytes]]:
+    """`run_in_unit(unit_name, argv, invocation_id=None)` on the live journald."""
+    return live_journald.run_in_unit
