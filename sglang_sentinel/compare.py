@@ -292,28 +292,55 @@ def common_evidence(record: StartupRecord, baseline: StartupRecord) -> list[str]
         if k in old_flags and old_flags[k] != new_flags[k]
     ]
     if added:
-        out.append("flags added: " + " ".join(added))
+        out.append("flags added: " + ", ".join(added))
     if removed:
-        out.append("flags removed: " + " ".join(removed))
+        out.append("flags removed: " + ", ".join(removed))
     if changed:
         out.append("flags changed: " + "; ".join(changed))
     if record.server_args and baseline.server_args:
-        on_cmdline = set(new_flags)
-        for change in diff_server_args(baseline.server_args, record.server_args):
-            names = [change.field]
-            if change.note:
-                names.extend(w.strip(".,;:()") for w in change.note.split() if "_" in w)
-            asked = any("--" + n.replace("_", "-") in on_cmdline for n in names)
-            origin = "on the command line" if asked else "not on the command line: set by SGLang"
-            if not record.launch_flags:
-                origin = "command line not seen"
-            note = f" ({change.note})" if change.note else ""
-            out.append(
-                f"server_args {change.field}: {_fmt(change.old)} → {_fmt(change.new)}{note}; {origin}"
-            )
+        out.extend(_server_args_evidence(record, baseline, set(new_flags)))
     old_mem, new_mem = baseline.fact("load_avail_mem_gb"), record.fact("load_avail_mem_gb")
     if _is_number(old_mem) and _is_number(new_mem) and old_mem != new_mem:
         out.append(f"free GPU memory at load {_fmt(old_mem)} → {_fmt(new_mem)} GB")
+    return out
+
+
+def _server_args_evidence(
+    record: StartupRecord, baseline: StartupRecord, on_cmdline: set[str]
+) -> list[str]:
+    """Changed server_args fields, each marked with whether the command line asked for it.
+
+    Fields that only appear or disappear with their default value are what a version upgrade
+    does to the schema; they are counted, not listed.
+    """
+    out: list[str] = []
+    schema_added = schema_removed = 0
+    for change in diff_server_args(baseline.server_args, record.server_args):
+        note = change.note or ""
+        if note == "field removed" or (note == "field added" and not change.new):
+            if note == "field removed":
+                schema_removed += 1
+            else:
+                schema_added += 1
+            continue
+        # A renamed setting is asked for under its current spelling (the last word of the note).
+        current_name = note.rsplit(" ", 1)[-1] if note.startswith("renamed ") else change.field
+        flag = "--" + current_name.split(".", 1)[0].replace("_", "-")
+        if not record.launch_flags:
+            origin = "command line not seen"
+        elif flag in on_cmdline:
+            origin = f"{flag} on the command line"
+        else:
+            origin = "not on the command line: set by SGLang"
+        extra = f" ({note})" if note else ""
+        out.append(
+            f"server_args {change.field}: {_fmt(change.old)} → {_fmt(change.new)}{extra}; {origin}"
+        )
+    if schema_added or schema_removed:
+        out.append(
+            f"server_args schema changed (SGLang version?): {schema_added} field(s) added with "
+            f"default values, {schema_removed} removed"
+        )
     return out
 
 

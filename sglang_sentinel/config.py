@@ -21,6 +21,7 @@ from typing import Any, Final, Literal, TypeVar, cast, get_args
 import yaml
 
 from .errors import ConfigError
+from .redact import scrub_text
 
 DEFAULT_CONFIG_PATH: Final = Path("/etc/sglang-sentinel/config.yaml")
 STATE_DIR_ENV: Final = "SENTINEL_STATE_DIR"
@@ -109,8 +110,9 @@ _KEYS: Final[Mapping[str, str]] = {
     f"(the environment variable {STATE_DIR_ENV} overrides it)",
     "listen": "HOST:PORT of the HTTP endpoint serving /metrics; [::1]:PORT for IPv6",
     "rules.dirs": "rule directories read after the bundled pack; a rule with the same id overrides",
-    "rules.policy": "a policy file applied over the bundled rules/policy.yaml",
-    "policy": "inline policy overrides (checks, thresholds, severities), applied last",
+    "rules.policy": "a policy file used instead of the bundled rules/policy.yaml",
+    "policy": "inline policy overrides merged per check over the policy file, e.g. "
+    "{checks: {cuda_graph_disabled: {severity: warning}}}",
     "log.format": "auto (JSON lines unless stderr is a terminal), json or console",
     "log.level": "lowest level logged: debug, info, warning or error",
     "alertmanager.urls": "Alertmanager base URLs http(s)://host[:port][/path]; empty = no pushes",
@@ -132,19 +134,8 @@ def _known_keys(section: str) -> frozenset[str]:
     return frozenset(k[len(prefix) :].split(".")[0] for k in _KEYS if k.startswith(prefix))
 
 
-_UNIT_SUFFIXES: Final = (
-    "service",
-    "socket",
-    "target",
-    "timer",
-    "path",
-    "mount",
-    "automount",
-    "swap",
-    "slice",
-    "scope",
-    "device",
-)
+_UNIT_SUFFIXES: Final = ("service", "socket", "target", "timer", "path", "mount",
+                          "automount", "swap", "slice", "scope", "device")  # fmt: skip
 # systemd's unit_name_is_valid(): [A-Za-z0-9:_.\-] plus one "@" for template instances.
 _UNIT_NAME: Final = re.compile(
     r"(?P<prefix>[A-Za-z0-9:_.\\-]+)(?P<at>@(?P<instance>[A-Za-z0-9:_.\\-]*))?"
@@ -156,16 +147,17 @@ _HOSTNAME: Final = re.compile(
 )
 _DURATION: Final = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*")
 _DURATION_FACTOR: Final[Mapping[str | None, float]] = {
+    None: 1,
     "ms": 0.001,
-    None: 1.0,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-    "d": 86400.0,
+    "s": 1,
+    "m": 60,
+    "h": 3600,
+    "d": 86400,
 }
 _LABEL_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _URL_AUTHORITY: Final = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://)(?P<auth>[^/?#]*)", re.S)
 
+_EXCLUSIVE: Final = {"journal.directory": "journal.files", "journal.files": "journal.directory"}
 _MISSING: Final = object()
 _T = TypeVar("_T")
 
@@ -175,7 +167,11 @@ class _Invalid(Exception):
 
 
 def _mask_url(url: str) -> str:
-    """`https://user:pass@host` -> `https://user:<redacted>@host`; a lone user may be a token."""
+    """`https://user:pass@host` -> `https://user:<redacted>@host`; a lone user may be a token.
+
+    Secret query parameters (`?token=...`) are left to redact.scrub_text, the shared rule.
+    """
+    url = scrub_text(url)
     m = _URL_AUTHORITY.match(url)
     if m is None:
         return url
@@ -262,7 +258,8 @@ def _listen(value: Any, path: str) -> ListenAddress:
         host, bracket, rest = value[1:].partition("]")
         port_text = rest[1:] if bracket and rest.startswith(":") else ""
     else:
-        host, _, port_text = value.rpartition(":")
+        host, colon, port_text = value.rpartition(":")
+        port_text = port_text if colon else ""
     if not port_text:
         raise _Invalid(f"expected HOST:PORT, got {value!r}")
     if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
@@ -492,18 +489,21 @@ class _Checker:
 
     def _alertmanager(self, am: Mapping[Any, Any], d: AlertmanagerConfig) -> AlertmanagerConfig:
         p = "alertmanager"
+        urls = self.take(am, "urls", p, d.urls, self.urls)
+        seen = len(self.problems)
         resend = self.take(
             am, "resend_interval_seconds", p, d.resend_interval_seconds, _duration(5, 600)
         )
         timeout = self.take(am, "timeout_seconds", p, d.timeout_seconds, _duration(0))
-        if timeout > resend:
-            # A push outliving the interval would overlap the next one.
+        # A push outliving the interval would overlap the next one. Compared only when both
+        # values are valid, so one typo does not produce a second, misleading problem.
+        if timeout > resend and len(self.problems) == seen:
             self.problem(
                 f"{p}.timeout_seconds",
                 f"must not exceed resend_interval_seconds ({_num(resend)}), got {_num(timeout)}",
             )
         return AlertmanagerConfig(
-            urls=self.take(am, "urls", p, d.urls, self.urls),
+            urls=urls,
             resend_interval_seconds=resend,
             timeout_seconds=timeout,
             resolve_resend_seconds=self.take(
@@ -592,7 +592,8 @@ def load_config(
     if state_dir := env.get(STATE_DIR_ENV):  # empty counts as unset
         raw["state_dir"] = state_dir
         sources["state_dir"] = f"environment variable {STATE_DIR_ENV}"
-    for dotted, value in (overrides or {}).items():
+    overrides_map = overrides or {}
+    for dotted, value in overrides_map.items():
         parts = dotted.split(".")
         if not all(parts):
             problems.append(f"command line: not a config key: {dotted!r}")
@@ -604,6 +605,11 @@ def load_config(
             node = node[part]
         node[parts[-1]] = value
         sources[dotted] = "command line"
+        # `--journal-file` must not clash with the file's `journal.directory`: a command-line
+        # source replaces the configured one instead of being combined with it.
+        other = _EXCLUSIVE.get(dotted)
+        if other and other not in overrides_map:
+            node.pop(other.rpartition(".")[2], None)
 
     checker = _Checker(str(file_path), file_path.parent.absolute(), sources)
     config = checker.config(raw)

@@ -28,12 +28,7 @@ def evaluate(store: StateStore, record: StartupRecord, policy: Policy) -> Compar
         pinned = store.startup(pinned_id)
         if pinned is not None:
             return compare(record, pinned, "pinned", policy)
-    previous = None
-    for other in store.startups([record.unit]):
-        if other.started_at >= record.started_at or other.invocation_id == record.invocation_id:
-            break
-        if other.outcome == "ready":
-            previous = other
+    previous = store.previous_ready(record)
     return compare(record, previous, "previous" if previous else None, policy)
 
 

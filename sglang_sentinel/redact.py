@@ -95,6 +95,8 @@ _AUTH_SCHEMES = frozenset({"bearer", "basic", "token"})
 # Nested data deeper than this is redacted whole instead of walked (bounds the recursion).
 _MAX_DEPTH = 64
 
+# Every secret name contains one of these; a name without any is not split into words.
+_SECRET_HINT = re.compile(r"(?i)key|token|pass|secret|cred|auth|cookie")
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _WORD_SEPARATORS = re.compile(r"[^a-z0-9]+")
 # Every pattern below starts with a look-behind so that a long run of word characters is scanned
@@ -129,6 +131,8 @@ def _words(name: str) -> list[str]:
 
 def is_secret_key(name: str) -> bool:
     """True when a field, flag, JSON key or variable of this name holds a secret."""
+    if not _SECRET_HINT.search(name):
+        return False  # most names: skip the word split
     words = _words(name)
     if not words:
         return False
@@ -161,20 +165,25 @@ def _redact(key: str, value: Any, depth: int) -> Any:
         return None
     if is_secret_key(key):
         return REDACTED
+    return _clean(value, depth)
+
+
+def _clean(value: Any, depth: int) -> Any:
+    """Redact what is inside a value whose own name is not secret."""
     if depth > _MAX_DEPTH:
         raise _TooDeep
     if isinstance(value, str):
         return _redact_string(value)
     if isinstance(value, dict):
-        # Keys that are not strings (ints in a dict repr) cannot name a secret; their values are
-        # still walked under the parent's name.
+        # A key that is not a string (an int in a dict repr) cannot name a secret.
         return {
-            k: _redact(k if isinstance(k, str) else key, v, depth + 1) for k, v in value.items()
+            k: _redact(k, v, depth + 1) if isinstance(k, str) else _clean(v, depth + 1)
+            for k, v in value.items()
         }
     if isinstance(value, list):
-        return [_redact(key, item, depth + 1) for item in value]
+        return [_clean(item, depth + 1) for item in value]
     if isinstance(value, tuple):
-        return tuple(_redact(key, item, depth + 1) for item in value)
+        return tuple(_clean(item, depth + 1) for item in value)
     return value
 
 
@@ -190,7 +199,7 @@ def _redact_string(text: str) -> str:
                 return REDACTED
             return _scrub_urls(text)
         try:
-            redacted = _redact("", tree, 1)
+            redacted = _clean(tree, 1)
         except _TooDeep:
             return REDACTED
         if redacted == tree:

@@ -115,10 +115,7 @@ def render_comparison(comparison: Comparison) -> str:
             if item not in evidence:
                 evidence.append(item)
     if evidence:
-        shown = evidence[:_MAX_EVIDENCE]
-        more = len(evidence) - len(shown)
-        tail = f"; … {more} more (sentinel diff)" if more > 0 else ""
-        lines.append(f"  {'changed':<9} " + "; ".join(shown) + tail)
+        lines.append(f"  {'changed':<9} " + compact_evidence(evidence))
     if r.outcome == "ready":
         unseen = [name for name in _CORE_FACTS if r.facts.get(name) is None]
         if not findings:
@@ -135,6 +132,33 @@ def render_comparison(comparison: Comparison) -> str:
     elif r.outcome == "starting":
         lines.append(f"  {'pending':<9} no verdict until the server is ready or fails")
     return "\n".join(lines)
+
+
+def compact_evidence(evidence: Sequence[str]) -> str:
+    """One line: flags as +/-, free memory, and how many server_args SGLang changed itself."""
+    flags: list[str] = []
+    parts: list[str] = []
+    self_set: list[str] = []
+    tail: list[str] = []
+    for item in evidence:
+        if item.startswith("flags added: "):
+            flags.extend("+" + f for f in item.removeprefix("flags added: ").split(", "))
+        elif item.startswith("flags removed: "):
+            flags.extend("−" + f for f in item.removeprefix("flags removed: ").split(", "))
+        elif item.startswith("server_args ") and item.endswith("set by SGLang"):
+            self_set.append(item.removeprefix("server_args ").split(":", 1)[0])
+        elif item.startswith("server_args schema changed"):
+            tail.append(item.removeprefix("server_args ").split(":", 1)[0])
+        elif not item.startswith("server_args ") and not item.startswith("SGLang logged"):
+            parts.append(item)
+    if flags:
+        parts.insert(0, " ".join(flags))
+    if self_set:
+        shown = ", ".join(self_set[:_MAX_EVIDENCE])
+        more = f" and {len(self_set) - _MAX_EVIDENCE} more" if len(self_set) > _MAX_EVIDENCE else ""
+        parts.append(f"set by SGLang, not on the command line: {shown}{more}")
+    parts.extend(tail)
+    return "; ".join(parts) + " (details: sentinel diff)"
 
 
 def _fact_line(r: StartupRecord) -> str:

@@ -74,7 +74,10 @@ class StateStore:
                 state_dir.mkdir(parents=True, exist_ok=True, mode=0o750)
             elif not self.path.exists():
                 raise StateError(f"no state in {state_dir} (run `sentinel scan` or `sentinel run` first)")
-            self._db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+            # check_same_thread=False: scrape threads share it under the collector's lock.
+            self._db = sqlite3.connect(
+                self.path, timeout=10, isolation_level=None, check_same_thread=False
+            )
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
@@ -248,6 +251,31 @@ class StateStore:
             ids = ", ".join(r.invocation_id[:12] for r in hits)
             raise UsageError(f"startup {ref!r} is ambiguous: {ids}")
         return hits[0]
+
+    def latest(self, unit: str, *, decided: bool = False) -> StartupRecord | None:
+        """The unit's newest startup; with decided=True the newest that is ready or failed."""
+        where = " AND outcome IN ('ready', 'failed')" if decided else ""
+        row = self._db.execute(
+            f"SELECT record FROM startups WHERE unit=?{where}"
+            " ORDER BY started_at DESC, invocation_id DESC LIMIT 1",
+            (unit,),
+        ).fetchone()
+        return record_from_json(row[0]) if row else None
+
+    def previous_ready(self, record: StartupRecord) -> StartupRecord | None:
+        """The unit's last ready startup that began before `record`."""
+        row = self._db.execute(
+            "SELECT record FROM startups WHERE unit=? AND outcome='ready' AND started_at < ?"
+            " AND invocation_id != ? ORDER BY started_at DESC, invocation_id DESC LIMIT 1",
+            (record.unit, record.started_at, record.invocation_id),
+        ).fetchone()
+        return record_from_json(row[0]) if row else None
+
+    def outcome_counts(self, unit: str) -> dict[str, int]:
+        rows = self._db.execute(
+            "SELECT outcome, count(*) FROM startups WHERE unit=? GROUP BY outcome", (unit,)
+        ).fetchall()
+        return {str(o): int(n) for o, n in rows}
 
     def baseline_id(self, unit: str) -> str | None:
         row = self._db.execute("SELECT invocation_id FROM baselines WHERE unit=?", (unit,)).fetchone()

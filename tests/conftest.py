@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import journaltools
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import journaltools  # noqa: E402
 
 ROOT_FIXTURES = frozenset({"live_journald", "run_in_unit"})
 

@@ -20,7 +20,7 @@ import subprocess
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any, Self
 
@@ -31,7 +31,9 @@ JOURNAL_REMOTE = Path("/lib/systemd/systemd-journal-remote")
 JOURNALD = Path("/lib/systemd/systemd-journald")
 REQUIRED_FIELDS = ("__REALTIME_TIMESTAMP", "__MONOTONIC_TIMESTAMP", "_BOOT_ID")
 # Address fields the export format allows besides ordinary field names.
-_SPECIAL_FIELDS = frozenset({"__CURSOR", "__REALTIME_TIMESTAMP", "__MONOTONIC_TIMESTAMP", "__SEQNUM"})
+_SPECIAL_FIELDS = frozenset(
+    {"__CURSOR", "__REALTIME_TIMESTAMP", "__MONOTONIC_TIMESTAMP", "__SEQNUM"}
+)
 _FIELD_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,63}")
 
 # MESSAGE_IDs PID 1 attaches to unit lifecycle lines (systemd's sd-messages.h).
@@ -63,9 +65,7 @@ def _needs_binary(value: bytes) -> bool:
 
 
 def _encode_field(name: str, value: ExportValue) -> bytes:
-    if name not in _SPECIAL_FIELDS and (
-        name.startswith("__") or not _FIELD_NAME.fullmatch(name)
-    ):
+    if name not in _SPECIAL_FIELDS and (name.startswith("__") or not _FIELD_NAME.fullmatch(name)):
         raise ValueError(f"invalid journal field name {name!r}: use [A-Z0-9_], max 64 chars")
     raw = value.encode("utf-8") if isinstance(value, str) else bytes(value)
     key = name.encode("ascii")
@@ -196,6 +196,16 @@ def read_fixture_log(path: Path | str) -> list[tuple[str | None, bytes]]:
 _SGLANG_TIME = re.compile(rb"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
 
 
+DEFAULT_START = datetime(2026, 3, 9, 21, 31, 7, tzinfo=UTC)
+
+
+def _line_time(when: str | None, raw: bytes) -> str | None:
+    """A fixture line's time: its `@` marker, else its SGLang `[YYYY-mm-dd HH:MM:SS` prefix."""
+    if when is None and (prefix := _SGLANG_TIME.match(raw)):
+        return prefix.group(1).decode("ascii")
+    return when
+
+
 def _parse_time(value: datetime | str) -> datetime:
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=UTC)
@@ -212,8 +222,9 @@ class StartupScript:
     """Builds the journal entries of one synthetic start of a unit, field for field as journald
     stores them (compare the seed fixture's journal.export).
 
-    Times are UTC. Each entry is at least 1 µs after the previous one; a service line without an
-    explicit time takes the time of its SGLang `[YYYY-mm-dd HH:MM:SS` prefix.
+    Times are UTC. An entry with a time (given, or a service line's SGLang
+    `[YYYY-mm-dd HH:MM:SS` prefix) is at least 1 µs after the previous one; one without comes 1 ms
+    after it.
     """
 
     unit: str = "sglang-qwen.service"
@@ -224,7 +235,8 @@ class StartupScript:
     identifier: str | None = None  # SYSLOG_IDENTIFIER; defaults to the unit name's stem
     comm: str = "python3"
     exe: str = "/usr/bin/python3.12"
-    start: datetime | str = datetime(2026, 3, 9, 21, 31, 7, tzinfo=UTC)
+    # None: 2 s before the first timed line given to log(), else DEFAULT_START.
+    start: datetime | str | None = None
     boot_at: datetime | str = datetime(2026, 3, 9, 8, 0, 0, tzinfo=UTC)
     boot_id: str = "5d1b2a0c9e8f4f7a8b6c5d4e3f2a1b0c"
     machine_id: str = "3d1219c7c4c5404aaa1f6d2a48adfda4"
@@ -234,18 +246,23 @@ class StartupScript:
     _now_us: int = field(default=0, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._now_us = _micros(_parse_time(self.start)) - 1
+        self._clock_set = self.start is not None
+        self._now_us = _micros(_parse_time(self.start or DEFAULT_START)) - 1000
         self._boot_us = _micros(_parse_time(self.boot_at))
 
     # clock
     def at(self, when: datetime | str) -> Self:
         """Move the clock forward to `when` (never backwards)."""
-        self._now_us = max(self._now_us, _micros(_parse_time(when)) - 1)
+        self._now_us = max(self._now_us, _micros(_parse_time(when)) - 1000)
+        self._clock_set = True
         return self
 
     def _tick(self, when: datetime | str | None) -> int:
-        wanted = _micros(_parse_time(when)) if when is not None else self._now_us + 1
-        self._now_us = max(wanted, self._now_us + 1)
+        # Like the seed export: a line without a time of its own comes 1 ms after the previous one.
+        wanted = _micros(_parse_time(when)) if when is not None else self._now_us + 1000
+        # An unset clock takes the first explicit time as is, even if before DEFAULT_START.
+        self._now_us = wanted if not self._clock_set else max(wanted, self._now_us + 1)
+        self._clock_set = True
         return self._now_us
 
     def _base(self, when: datetime | str | None) -> dict[str, ExportValue]:
@@ -372,8 +389,7 @@ class StartupScript:
     ) -> Self:
         """One stdout line of the service (a TP rank is another `pid` in the same invocation)."""
         raw = message.encode("utf-8") if isinstance(message, str) else message
-        if when is None and (prefix := _SGLANG_TIME.match(raw)):
-            when = prefix.group(1).decode("ascii")
+        when = when if when is not None else _line_time(None, raw)
         entry = self._base(when)
         entry.update(
             {
@@ -414,13 +430,23 @@ class StartupScript:
             (re.compile(rb"^Stopped " + unit + rb"\b"), "stopped"),
             (re.compile(unit + rb": Deactivated successfully\.$"), "deactivated"),
         ]
+        fixture_lines = list(fixture_lines)
+        if not self._clock_set:
+            # Like the seed export: PID 1's "Started" 2 s before the first timed line.
+            first = next(
+                (_line_time(w, raw) for w, raw in fixture_lines if _line_time(w, raw)), None
+            )
+            if first is not None:
+                self.at(_parse_time(first) - timedelta(seconds=2))
         for when, raw in fixture_lines:
             text = raw.decode("utf-8", "replace")
             if consumed := re.match(re.escape(self.unit) + r": Consumed (.*) CPU time\.$", text):
                 self.consumed(consumed.group(1), when=when)
             elif exited := re.search(r": Main process exited, code=exited, status=(\d+)/", text):
                 self.process_exited(int(exited.group(1)), when=when)
-            elif failed := re.search(re.escape(self.unit) + r": Failed with result '(.*)'\.$", text):
+            elif failed := re.search(
+                re.escape(self.unit) + r": Failed with result '(.*)'\.$", text
+            ):
                 self.failed(failed.group(1), when=when)
             elif method := next((name for rx, name in pid1 if rx.search(raw)), None):
                 getattr(self, method)(when=when)

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Make this checkout ready to test, demo and bench: system packages and .venv.
+# Idempotent and quick when everything is already there. Run as root on a fresh Debian 12.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+say() { printf 'bootstrap: %s\n' "$*" >&2; }
+
+# make: runs the targets; gcc, pkg-config, libsystemd-dev: build systemd-python (no wheels);
+# systemd: journalctl, systemd-journald, systemd-analyze; systemd-journal-remote: export -> journal;
+# prometheus, prometheus-alertmanager, mtail, sqlite3: the real binaries the tests cross into.
+APT_PACKAGES=(make gcc pkg-config libsystemd-dev systemd systemd-journal-remote
+    prometheus prometheus-alertmanager mtail sqlite3)
+PYTHON=${PYTHON:-python3}
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+        missing+=("$pkg")
+    fi
+done
+if ! command -v "$PYTHON" >/dev/null; then
+    missing+=(python3 python3-dev python3-venv)
+else
+    # Debian's own python needs -dev for headers and -venv for ensurepip; pyenv's has both.
+    if ! "$PYTHON" - <<'PY' 2>/dev/null; then
+import os, sys, sysconfig
+sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")) else 1)
+PY
+        missing+=(python3-dev)
+    fi
+    if ! "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null; then
+        missing+=(python3-venv)
+    fi
+fi
+
+if ((${#missing[@]})); then
+    if [[ $(id -u) -ne 0 ]]; then
+        say "missing packages: ${missing[*]}; run: sudo apt-get install ${missing[*]}"
+        exit 1
+    fi
+    say "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    # Without systemd as PID 1, package scripts must not try to start services.
+    policy=/usr/sbin/policy-rc.d
+    if [[ ! -e $policy ]]; then
+        printf '#!/bin/sh\nexit 101\n' >"$policy"
+        chmod 755 "$policy"
+        trap 'rm -f "$policy"' EXIT
+    fi
+    log=$(mktemp -t sentinel-apt.XXXXXX)
+    if ! { apt-get update && apt-get install -y --no-install-recommends "${missing[@]}"; } \
+        >"$log" 2>&1; then
+        tail -n 40 "$log" >&2
+        say "apt-get failed; full log in $log"
+        exit 1
+    fi
+    rm -f "$log"
+fi
+
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+    say "$("$PYTHON" --version 2>&1) is too old: need Python 3.11+ (set PYTHON=...)"
+    exit 1
+fi
+
+if [[ ! -x .venv/bin/python ]]; then
+    say "creating .venv with $("$PYTHON" --version 2>&1)"
+    "$PYTHON" -m venv .venv
+fi
+
+stamp=.venv/.sentinel-pyproject.sha256
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+have=$(cat "$stamp" 2>/dev/null || true)
+# Reinstall when pyproject changed, a dependency is gone, or the editable install points at
+# another checkout (a copied or moved tree).
+if [[ $want != "$have" ]] || ! .venv/bin/python - "$PWD" <<'PY' 2>/dev/null; then
+import importlib.util, pathlib, sys
+# find_spec, not import: this runs on every bootstrap and must stay fast.
+for name in ("prometheus_client", "structlog", "systemd.journal", "yaml", "hypothesis", "mypy",
+             "pytest"):
+    assert importlib.util.find_spec(name) is not None, name
+spec = importlib.util.find_spec("sglang_sentinel")
+assert spec is not None and spec.origin is not None
+assert pathlib.Path(spec.origin).resolve().is_relative_to(pathlib.Path(sys.argv[1]).resolve())
+assert pathlib.Path(sys.prefix, "bin", "ruff").exists()
+PY
+    say "installing sglang-sentinel and dev dependencies into .venv"
+    log=.venv/.sentinel-pip.log
+    if ! .venv/bin/python -m pip install -e '.[dev]' >"$log" 2>&1; then
+        tail -n 40 "$log" >&2
+        say "pip install failed; full log in $log"
+        exit 1
+    fi
+    printf '%s\n' "$want" >"$stamp"
+fi
+say "ready"

@@ -1,0 +1,357 @@
+"""`sentinel run`: follow the journal, keep state, serve metrics, talk to systemd.
+
+The loop polls the journal's inotify fd and a signal wake-up pipe together, so it sleeps until
+the journal changes or a signal arrives; it never sleeps-and-polls the journal. Each drained
+batch is committed with its cursor in one transaction (see state.py).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from socketserver import ThreadingMixIn
+from types import FrameType
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+import structlog
+from prometheus_client import CollectorRegistry, make_wsgi_app
+from systemd import daemon as sd
+
+from . import __version__
+from .compare import Policy, load_policy
+from .config import Config, load_config
+from .errors import ConfigError, JournalError, RuleError, SentinelError
+from .journal import JournalSource
+from .logs import configure_logging
+from .metrics import RuntimeStats, SentinelCollector, UnitView
+from .model import Comparison
+from .pipeline import Pipeline, evaluate
+from .rules import RuleSet, default_rules_dir, load_rules
+from .state import StateStore
+
+log = structlog.get_logger("sglang_sentinel")
+
+BATCH = 5_000  # entries between commits while catching up
+HOUSEKEEPING_S = 1.0  # longest sleep: pin changes, watchdog, status
+
+
+def source_key(config: Config) -> str:
+    if config.journal.directory is not None:
+        return f"dir:{config.journal.directory.resolve()}"
+    if config.journal.files:
+        return "files:" + ",".join(str(f.resolve()) for f in config.journal.files)
+    return "system"
+
+
+def load_rules_and_policy(config: Config) -> tuple[RuleSet, Policy]:
+    rules = load_rules([default_rules_dir(), *config.rules.dirs])
+    policy = load_policy(config.rules.policy, dict(config.policy) or None)
+    return rules, policy
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass  # scrapes every 15 s would drown the journal
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def _landing(app: Callable[..., Any]) -> Callable[..., Any]:
+    page = (
+        "<html><head><title>sglang-sentinel</title></head><body>"
+        f"<h1>sglang-sentinel {__version__}</h1>"
+        '<p><a href="/metrics">Metrics</a></p></body></html>'
+    ).encode()
+
+    def wsgi(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        path = environ.get("PATH_INFO", "/")
+        if path == "/metrics":
+            return app(environ, start_response)
+        if path in ("/", ""):
+            start_response("200 OK", [("Content-Type", "text/html; charset=utf-8")])
+            return [page]
+        start_response("404 Not Found", [("Content-Type", "text/plain")])
+        return [b"not found; see /metrics\n"]
+
+    return wsgi
+
+
+class Daemon:
+    """One running sentinel: pipeline + metrics endpoint + systemd notifications."""
+
+    def __init__(self, config: Config, *, config_path: Path | None = None) -> None:
+        self.config = config
+        self.config_path = config_path
+        self.rules, self.policy = load_rules_and_policy(config)
+        self.store = StateStore(config.state_dir)
+        self.source = JournalSource(
+            config.units, directory=config.journal.directory, files=config.journal.files
+        )
+        self.stats = RuntimeStats()
+        self.pipeline = Pipeline(
+            self.source, self.rules, self.policy, self.store, source_key=source_key(config)
+        )
+        self._stop = False
+        self._reload = False
+        self._server: _Server | None = None
+        self._data_version = -1
+        self._last_status = ""
+        self._watchdog_s = _watchdog_interval()
+        self._last_ping = 0.0
+        self.pusher: Any = None
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(
+            SentinelCollector(
+                views=self.views,
+                stats=self.stats,
+                rule_hits=lambda: dict(self.pipeline.tracker.rule_hits),
+                policy=lambda: self.policy,
+                baselines_pinned=lambda: set(self.store.baselines()),
+            )
+        )
+        self.registry = registry
+
+    # -- what the exporter and alerts see ---------------------------------------------------------
+
+    def views(self) -> list[UnitView]:
+        out = []
+        for unit in self.config.units:
+            latest = self.store.latest(unit)
+            decided = latest if latest and latest.outcome != "starting" else self.store.latest(
+                unit, decided=True
+            )
+            comparison = evaluate(self.store, decided, self.policy) if decided else None
+            out.append(
+                UnitView(
+                    unit=unit,
+                    comparison=comparison,
+                    in_progress=latest is not None and latest.outcome == "starting",
+                    outcome_counts=self.store.outcome_counts(unit),
+                )
+            )
+        return out
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def serve(self) -> None:
+        host, port = self.config.listen.host, self.config.listen.port
+        try:
+            server = make_server(
+                host, port, _landing(make_wsgi_app(self.registry)),
+                server_class=_Server, handler_class=_QuietHandler,
+            )
+        except OSError as exc:
+            raise SentinelError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+        if ":" in host:
+            server.address_family = socket.AF_INET6
+        self._server = server
+        threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
+        log.info("metrics_listening", address=f"{host}:{server.server_port}")
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return int(self._server.server_port)
+
+    def run(self) -> int:
+        self.source.open()
+        self.pipeline.resume()
+        self.stats.cursor_resets = self.store.counter("cursor_resets")
+        self.serve()
+        if self.config.alertmanager.urls:
+            from .alerts import AlertPusher
+
+            self.pusher = AlertPusher(self.config.alertmanager, stats=self.stats)
+            self.pusher.start()
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        old_fd = signal.set_wakeup_fd(wake_w)
+        handlers = self._install_signals()
+        sd.notify("READY=1")
+        log.info("sentinel_started", units=list(self.config.units), version=__version__)
+        try:
+            self._loop(wake_r)
+        finally:
+            sd.notify("STOPPING=1")
+            self._shutdown()
+            signal.set_wakeup_fd(old_fd)
+            for sig, h in handlers.items():
+                signal.signal(sig, h)
+            os.close(wake_r)
+            os.close(wake_w)
+        log.info("sentinel_stopped")
+        return 0
+
+    def _install_signals(self) -> dict[int, Any]:
+        def on_term(signum: int, frame: FrameType | None) -> None:
+            self._stop = True
+
+        def on_hup(signum: int, frame: FrameType | None) -> None:
+            self._reload = True
+
+        previous = {}
+        for sig, fn in ((signal.SIGTERM, on_term), (signal.SIGINT, on_term), (signal.SIGHUP, on_hup)):
+            previous[sig] = signal.signal(sig, fn)
+        return previous
+
+    def _loop(self, wake_r: int) -> None:
+        poller = select.poll()
+        poller.register(self.source.fileno(), self.source.reader.get_events())
+        poller.register(wake_r, select.POLLIN)
+        self._drain()  # catch up with what is already there
+        while not self._stop:
+            timeout_ms = int(HOUSEKEEPING_S * 1000)
+            jt = self.source.reader.get_timeout_ms()
+            if jt is not None and jt >= 0:
+                timeout_ms = min(timeout_ms, jt)
+            poller.poll(timeout_ms)
+            try:
+                while os.read(wake_r, 512):
+                    pass
+            except BlockingIOError:
+                pass
+            if self._stop:
+                break
+            # process() acknowledges the inotify events; without it the fd stays readable.
+            self.source.reader.process()
+            self._drain()
+            if self._reload:
+                self._reload = False
+                self.reload()
+            self._housekeeping()
+
+    def _drain(self) -> None:
+        """Read and commit everything available now, in batches."""
+        while not self._stop:
+            try:
+                n = self.pipeline.process(limit=BATCH)
+            except JournalError as exc:
+                self.stats.journal_up = False
+                log.error("journal_read_failed", error=str(exc))
+                return
+            self.stats.journal_up = True
+            comparisons = self.pipeline.commit()
+            self._after_commit(comparisons)
+            self.stats.entries_read = self.pipeline.stats.entries_read
+            self.stats.last_entry_realtime = self.pipeline.stats.last_entry_realtime
+            if n < BATCH:
+                self.stats.processing_lag_seconds = 0.0
+                return
+            if self.stats.last_entry_realtime is not None:
+                self.stats.processing_lag_seconds = max(
+                    0.0, time.time() - self.stats.last_entry_realtime
+                )
+            self._ping_watchdog()
+
+    def _after_commit(self, comparisons: Sequence[Comparison]) -> None:
+        for c in comparisons:
+            r = c.record
+            if r.outcome == "starting":
+                continue
+            log.info(
+                "startup_recorded",
+                unit=r.unit,
+                invocation=r.invocation_id[:8],
+                outcome=r.outcome,
+                max_running_requests=r.facts.get("max_running_requests"),
+                findings=[f.check for f in c.findings],
+            )
+            for f in c.findings:
+                log.warning(
+                    "finding_raised", unit=r.unit, invocation=r.invocation_id[:8],
+                    check=f.check, severity=f.severity, message=f.message,
+                )
+        if comparisons:
+            self._push_alerts()
+
+    def _push_alerts(self) -> None:
+        if self.pusher is not None:
+            self.pusher.update([v.comparison for v in self.views() if v.comparison is not None])
+
+    def _housekeeping(self) -> None:
+        version = self.store.data_version()
+        if version != self._data_version:
+            if self._data_version != -1:
+                log.info("state_changed_externally", reason="baseline pinned or unpinned")
+                self._push_alerts()
+            self._data_version = version
+        self._ping_watchdog()
+        self._update_status()
+
+    def _ping_watchdog(self) -> None:
+        # Called only from the loop, so a hung loop stops the pings and systemd restarts us.
+        now = time.monotonic()
+        if self._watchdog_s and now - self._last_ping >= self._watchdog_s / 2:
+            sd.notify("WATCHDOG=1")
+            self._last_ping = now
+
+    def _update_status(self) -> None:
+        parts = []
+        for view in self.views():
+            c = view.comparison
+            if c is None:
+                parts.append(f"{view.unit}: no startup yet")
+                continue
+            base = c.baseline_kind or "no baseline"
+            parts.append(f"{view.unit}: {c.record.outcome}, {len(c.findings)} finding(s) vs {base}")
+        status = "; ".join(parts)
+        if status != self._last_status:
+            sd.notify(f"STATUS={status}")
+            self._last_status = status
+
+    def reload(self) -> None:
+        """SIGHUP: re-read config, rules and policy; keep the old set if the new one is invalid."""
+        try:
+            config = load_config(self.config_path) if self.config_path else self.config
+            rules, policy = load_rules_and_policy(config)
+        except (ConfigError, RuleError) as exc:
+            self.stats.rule_load_errors += 1
+            log.error("reload_rejected", problems=exc.problems)
+            return
+        self.rules, self.policy = rules, policy
+        self.pipeline.set_rules(rules)
+        self.pipeline.policy = policy
+        if config.units != self.config.units or config.listen != self.config.listen:
+            log.warning("reload_partial", reason="units and listen address apply after a restart")
+        configure_logging(config.log.format, config.log.level)
+        log.info("reload_done", rules=len(rules.rules))
+
+    def _shutdown(self) -> None:
+        try:
+            self.pipeline.commit()
+        except SentinelError as exc:
+            log.error("final_commit_failed", error=str(exc))
+        if self.pusher is not None:
+            self.pusher.stop()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        self.source.close()
+        self.store.close()
+
+
+def _watchdog_interval() -> float:
+    usec = os.environ.get("WATCHDOG_USEC")
+    pid = os.environ.get("WATCHDOG_PID")
+    if not usec or (pid and pid != str(os.getpid())):
+        return 0.0
+    try:
+        return int(usec) / 1e6
+    except ValueError:
+        return 0.0
+
+
+def run_daemon(config: Config, *, config_path: Path | None = None) -> int:
+    configure_logging(config.log.format, config.log.level)
+    return Daemon(config, config_path=config_path).run()

@@ -1,0 +1,94 @@
+"""structlog setup: JSON lines off a terminal, a readable console on one; always to stderr.
+
+stdout is reserved for command output (reports, `--json`), so logs never go there.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+import structlog
+from structlog.typing import EventDict, Processor, WrappedLogger
+
+from .errors import ConfigError
+from .redact import REDACTED, is_secret_key, scrub_text
+
+_FORMATS = ("auto", "json", "console")
+_LEVELS: Mapping[str, int] = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
+# Nested values deeper than this are rendered as-is rather than walked; log context is shallow.
+_MAX_DEPTH = 8
+
+
+def _scrub_value(key: str, value: Any, depth: int = 0) -> Any:
+    if isinstance(value, str):
+        return REDACTED if is_secret_key(key) else scrub_text(value)
+    if value is not None and is_secret_key(key):
+        return REDACTED  # `api_key=123` bound as a number is still a secret
+    if depth >= _MAX_DEPTH:
+        return value
+    if isinstance(value, Mapping):
+        return {k: _scrub_value(str(k), v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_scrub_value(key, v, depth + 1) for v in value)
+    return value
+
+
+def scrub_secrets(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+    """Processor: redact secrets in every value, including the event and formatted tracebacks.
+
+    The last line of defence; data is meant to be redacted where it enters (redact.py).
+    """
+    return {key: _scrub_value(key, value) for key, value in event_dict.items()}
+
+
+def _is_tty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # closed or file-like without isatty
+        return False
+
+
+def configure_logging(fmt: str = "auto", level: str = "info", stream: TextIO | None = None) -> None:
+    """(Re)configure structlog; safe to call again, e.g. on SIGHUP. `stream` defaults to stderr."""
+    problems = []
+    if fmt not in _FORMATS:
+        problems.append(f"log.format: must be one of {', '.join(_FORMATS)}; got {fmt!r}")
+    if level not in _LEVELS:
+        problems.append(f"log.level: must be one of {', '.join(_LEVELS)}; got {level!r}")
+    if problems:
+        raise ConfigError(problems)
+    # Resolved at call time, not as a default argument, so a replaced sys.stderr is honoured.
+    out = sys.stderr if stream is None else stream
+    tty = _is_tty(out)
+    renderer: Processor
+    if fmt == "json" or (fmt == "auto" and not tty):
+        renderer = structlog.processors.JSONRenderer()
+    else:
+        # Tracebacks are formatted to text by format_exc_info below so the scrubber sees them;
+        # the renderer then prints that text as it is.
+        renderer = structlog.dev.ConsoleRenderer(
+            colors=tty, exception_formatter=structlog.dev.plain_traceback
+        )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.StackInfoRenderer(),
+            structlog.processors.format_exc_info,
+            scrub_secrets,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
+        logger_factory=structlog.WriteLoggerFactory(file=out),
+        # Loggers bound before a reload must pick up the new configuration.
+        cache_logger_on_first_use=False,
+    )

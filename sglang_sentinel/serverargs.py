@@ -1,0 +1,630 @@
+"""Parse SGLang's `server_args=` line into a dict, with secrets redacted at parse time.
+
+Up to 0.5.22 the line is the dataclass repr `ServerArgs(model_path='/m', tp_size=4, ...)`; 0.5.23
+prints the dict repr `{'model_path': '/m', 'cuda_graph_config': {'prefill': {...}}, ...}`. Both
+are read by a hand-written tokenizer and an iterative parser (an explicit stack, no recursion, no
+eval): the line comes from a log anyone on the host may be able to write to, it may be cut in two
+by journald's 48K line limit, and it must never hang or blow the stack.
+
+Values become JSON-friendly Python: str, int, float, bool, None, list (for lists, tuples and
+sets), dict, and `{"__type__": "LoRARef", ...fields}` for nested dataclass reprs. `<function ...>`,
+`<Enum.X: 1>` and bare names such as `torch.bfloat16` stay strings.
+
+The second half of this module makes two parsed lines of any SGLang version comparable:
+`RENAMES` maps version-specific spellings of a setting to one canonical name,
+`normalized_settings` reduces a parse to a small version-independent dict, and
+`diff_server_args` lists what changed, reporting a renamed setting as one change.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Final, Literal
+
+from sglang_sentinel.redact import redact_value
+
+# Nesting deeper than this is rejected: real reprs nest 3 levels, and a bound keeps every later
+# recursive walk (redaction, comparison, JSON encoding) far from Python's recursion limit.
+MAX_DEPTH: Final = 32
+
+# Parser states of an open container.
+_ITEM: Final = 0  # expecting an item, a keyword or the closing bracket
+_COLON: Final = 1  # a brace saw a key, expecting ':' (or ',' / '}' for a set)
+_VALUE: Final = 2  # expecting the value after ':' or '='
+_SEP: Final = 3  # expecting ',' or the closing bracket
+
+_CLOSERS: Final = {"(": ")", "[": "]", "{": "}"}
+_KEYWORDS: Final[Mapping[str, Any]] = MappingProxyType({"True": True, "False": False, "None": None})
+_STRING_PREFIXES: Final = frozenset({"r", "b", "u", "br", "rb"})
+
+# One token after optional whitespace. Strings and `<...>` reprs only have their opening
+# character matched here; their bodies are scanned separately so an escaped quote or a nested
+# `<locals>` cannot end them early. Possessive quantifiers keep every match free of backtracking.
+_TOKEN = re.compile(
+    r"""\s*+(?:
+      (?P<number>-?(?:\d++(?:\.\d*+)?(?:[eE][+-]?\d++)?j?|inf\b|nan\b))
+    | (?P<ident>[A-Za-z_]\w*+(?:\.[A-Za-z_]\w*+)*+)
+    | (?P<quote>['"])
+    | (?P<angle><)
+    | (?P<ellipsis>\.\.\.)
+    | (?P<punct>[()\[\]{},:=])
+    | (?P<end>\Z)
+    )""",
+    re.VERBOSE,
+)
+_STRING_BODY: Final = {
+    "'": re.compile(r"(?:[^'\\]++|\\.)*+", re.DOTALL),
+    '"': re.compile(r'(?:[^"\\]++|\\.)*+', re.DOTALL),
+}
+_ESCAPE = re.compile(
+    r"\\(?:x(?P<x>[0-9a-fA-F]{2})|u(?P<u>[0-9a-fA-F]{4})|U(?P<U>[0-9a-fA-F]{8})"
+    r"|(?P<oct>[0-7]{1,3})|(?P<ch>.))",
+    re.DOTALL,
+)
+_SIMPLE_ESCAPES: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "n": "\n",
+        "t": "\t",
+        "r": "\r",
+        "\\": "\\",
+        "'": "'",
+        '"': '"',
+        "a": "\a",
+        "b": "\b",
+        "f": "\f",
+        "v": "\v",
+        "\n": "",
+    }
+)
+_ANGLE_STOP = re.compile(r"""[<>'"]""")
+_SPACE = re.compile(r"\s*+")
+# What is left of a token cut off by the end of the text where `_TOKEN` cannot match yet.
+_CUT_TOKENS: Final = frozenset({"-", "-i", "-in", "-n", "-na", ".", ".."})
+
+
+@dataclass(frozen=True, slots=True)
+class ServerArgsResult:
+    """A parsed `server_args` repr: the fields (redacted), whether the repr was closed, why not."""
+
+    args: dict[str, Any]
+    complete: bool
+    error: str | None = None
+
+
+class _Truncated(Exception):
+    """The text ended inside a token or an open container."""
+
+
+class _Malformed(Exception):
+    """The text is not a repr this parser understands."""
+
+
+class _Frame:
+    """One open container on the parser's stack."""
+
+    __slots__ = ("closer", "fields", "items", "key", "kind", "name", "pending", "state")
+
+    def __init__(self, kind: str, closer: str, name: str = "") -> None:
+        self.kind = kind  # "call", "brace" (dict until shown to be a set), "set", "list", "tuple"
+        self.closer = closer
+        self.name = name
+        self.items: list[Any] = []
+        self.fields: dict[Any, Any] = {}
+        self.key: Any = None
+        # The root's last field waits here for its ',' or closing bracket: a text cut off right
+        # after `tp_size=4` may have lost the `8` of 48, so only separated fields are returned.
+        self.pending: tuple[str, Any] | None = None
+        self.state = _ITEM
+
+    def commit(self) -> None:
+        if self.pending is not None:
+            key, value = self.pending
+            self.fields[key] = value
+            self.pending = None
+
+
+def _decode_escape(match: re.Match[str]) -> str:
+    try:
+        for group, base in (("x", 16), ("u", 16), ("U", 16), ("oct", 8)):
+            digits = match.group(group)
+            if digits is not None:
+                return chr(int(digits, base))
+    except (ValueError, OverflowError):
+        return match.group(0)  # \U beyond the Unicode range: keep the text as written
+    ch = match.group("ch")
+    return _SIMPLE_ESCAPES.get(ch, match.group(0))
+
+
+def _number(text: str) -> Any:
+    if text.endswith("j"):
+        return text  # a complex number has no JSON form; keep its repr
+    try:
+        if "." in text or "e" in text or "E" in text or "n" in text:  # 'n': inf and nan
+            return float(text)
+        return int(text)
+    except ValueError:
+        return text  # an int longer than Python's 4300-digit conversion limit
+
+
+def _sort_key(item: Any) -> tuple[str, str]:
+    return (type(item).__name__, str(item))
+
+
+class _Parser:
+    """Iterative recursive-descent parser over `_TOKEN`; one instance per parse."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+        self.stack: list[_Frame] = []
+        self.root: _Frame | None = None
+
+    # -- tokens --------------------------------------------------------------------------------
+
+    def _string(self, quote_at: int, raw: bool) -> str:
+        quote = self.text[quote_at]
+        body = _STRING_BODY[quote].match(self.text, quote_at + 1)
+        assert body is not None  # the pattern matches the empty string
+        end = body.end()
+        if end >= len(self.text) or self.text[end] != quote:
+            raise _Truncated
+        self.pos = end + 1
+        value = body.group(0)
+        if raw or "\\" not in value:
+            return value
+        return _ESCAPE.sub(_decode_escape, value)
+
+    def _angle(self, start: int) -> str:
+        depth = 0
+        pos = start
+        while True:
+            stop = _ANGLE_STOP.search(self.text, pos)
+            if stop is None:
+                raise _Truncated
+            ch = stop.group(0)
+            if ch == "<":
+                depth += 1
+                pos = stop.end()
+            elif ch == ">":
+                depth -= 1
+                pos = stop.end()
+                if depth == 0:
+                    self.pos = pos
+                    return self.text[start:pos]
+            else:
+                self._string(stop.start(), raw=True)
+                pos = self.pos
+
+    def _next_char(self) -> str:
+        ch = self.text[self.pos : self.pos + 1]
+        if not ch.isspace():
+            return ch  # the usual case: no whitespace to skip
+        space = _SPACE.match(self.text, self.pos)
+        assert space is not None
+        self.pos = space.end()
+        return self.text[self.pos : self.pos + 1]
+
+    # -- parsing -------------------------------------------------------------------------------
+
+    def parse(self) -> None:
+        """Consume the whole text; raises _Truncated or _Malformed to stop early."""
+        text = self.text
+        end = len(text)
+        stack = self.stack
+        next_token = _TOKEN.match
+        while True:
+            match = next_token(text, self.pos)
+            if match is None:
+                self._next_char()
+                if text[self.pos :] in _CUT_TOKENS:
+                    raise _Truncated
+                raise _Malformed(f"unexpected character {text[self.pos]!r} at offset {self.pos}")
+            self.pos = match.end()
+            kind = match.lastgroup
+            if kind == "end":
+                if self.root is not None and not stack:
+                    return
+                raise _Truncated
+            if self.root is not None and not stack:
+                raise _Malformed(f"unexpected text after the closing bracket at offset {self.pos}")
+            if self.pos == end and (kind == "number" or kind == "ident"):
+                # `1e` of `1e-05`, `Tr` of `True`: a token touching the end may be cut off.
+                raise _Truncated
+            if kind == "punct":
+                self._punct(match.group("punct"))
+                continue
+            if not stack:
+                self._root(kind, match)
+                continue
+            frame = stack[-1]
+            if frame.state != _ITEM and frame.state != _VALUE:
+                offset = match.start(match.lastindex or 0)
+                raise _Malformed(f"expected ',' or a closing bracket at offset {offset}")
+            if kind == "number":
+                self._deliver(_number(match.group("number")))
+            elif kind == "ident":
+                self._ident(match.group("ident"), frame)
+            elif kind == "quote":
+                self._deliver(self._string(match.start("quote"), raw=False))
+            elif kind == "angle":
+                self._deliver(self._angle(match.start("angle")))
+            else:
+                self._deliver("...")  # a recursive repr: `[...]`
+
+    def _root(self, kind: str | None, match: re.Match[str]) -> None:
+        nxt = self._next_char() if kind == "ident" else None
+        if nxt == "(":
+            self.pos += 1
+            self._push("call", ")", match.group("ident"))
+            return
+        if nxt == "":
+            raise _Truncated
+        raise _Malformed("expected ServerArgs(...) or {...}")
+
+    def _ident(self, name: str, frame: _Frame) -> None:
+        nxt = self._next_char()
+        if nxt in ("'", '"') and name.lower() in _STRING_PREFIXES:
+            self._deliver(self._string(self.pos, raw="r" in name.lower()))
+        elif nxt == "(":
+            self.pos += 1
+            self._push("call", ")", name)
+        elif nxt == "=" and frame.kind == "call" and frame.state == _ITEM:
+            self.pos += 1
+            frame.key = name
+            frame.state = _VALUE
+        elif name in _KEYWORDS:
+            self._deliver(_KEYWORDS[name])
+        else:
+            self._deliver(name)  # an enum member or dotted name such as torch.bfloat16
+
+    def _punct(self, ch: str) -> None:
+        if not self.stack:
+            if ch == "{" and self.root is None:
+                self._push("brace", "}")
+                return
+            raise _Malformed("expected ServerArgs(...) or {...}")
+        frame = self.stack[-1]
+        state = frame.state
+        if ch == frame.closer and state in (_ITEM, _SEP):
+            frame.commit()
+            self._close()
+        elif ch == "," and state == _SEP:
+            frame.commit()
+            frame.state = _ITEM
+        elif ch == ":" and state == _COLON:
+            frame.state = _VALUE
+        elif state == _COLON and ch in ",}" and not frame.fields:
+            # `{1, 2}`: what looked like a dict key was the first element of a set.
+            frame.kind = "set"
+            frame.items.append(frame.key)
+            frame.state = _SEP
+            self._punct(ch)
+        elif ch in _CLOSERS and state in (_ITEM, _VALUE):
+            kind = {"(": "tuple", "[": "list", "{": "brace"}[ch]
+            self._push(kind, _CLOSERS[ch])
+        else:
+            raise _Malformed(f"unexpected {ch!r} at offset {self.pos - 1}")
+
+    def _push(self, kind: str, closer: str, name: str = "") -> None:
+        if len(self.stack) >= MAX_DEPTH:
+            raise _Malformed(f"nesting deeper than {MAX_DEPTH} at offset {self.pos}")
+        frame = _Frame(kind, closer, name)
+        if self.root is None:
+            self.root = frame
+        self.stack.append(frame)
+
+    def _close(self) -> None:
+        frame = self.stack.pop()
+        if not self.stack:
+            if frame.kind == "set":
+                raise _Malformed("expected ServerArgs(...) or {...}, got a set")
+            return  # the root's fields were committed (and redacted) one by one
+        value: Any
+        if frame.kind in ("list", "tuple"):
+            value = frame.items
+        elif frame.kind == "set":
+            value = sorted(frame.items, key=_sort_key)
+        elif frame.kind == "brace":
+            value = frame.fields
+        else:
+            value = {"__type__": frame.name, **frame.fields}
+            if frame.items:
+                value["__args__"] = frame.items
+        self._deliver(value)
+
+    def _deliver(self, value: Any) -> None:
+        frame = self.stack[-1]
+        if frame.kind == "brace" and frame.state == _ITEM:
+            if isinstance(value, (list, dict)):
+                raise _Malformed(f"unsupported dict key before offset {self.pos}")
+            frame.key = value
+            frame.state = _COLON
+            return
+        if frame.state == _VALUE:
+            key = frame.key
+            if len(self.stack) == 1:
+                # Only the root's fields are returned, so redacting here (recursively) is
+                # enough to keep every secret out of the result; unfinished values never leave.
+                key = key if isinstance(key, str) else str(key)
+                frame.pending = (key, redact_value(key, value))
+            else:
+                frame.fields[key] = value
+        else:
+            frame.items.append(value)
+        frame.state = _SEP
+
+
+def parse_server_args(text: str, *, partial_ok: bool = False) -> ServerArgsResult:
+    """Parse what follows `server_args=`; never raises, linear in the length of `text`.
+
+    `args` holds every top-level field finished before the text ended or went wrong (a field
+    counts once its `,` or the closing bracket is seen, so a value cut in half is dropped).
+    `complete` is True when the outer repr was closed. A truncated text is an error unless
+    `partial_ok` (the caller expects a continuation entry); malformed text always is.
+    """
+    body = text.lstrip()
+    if body.startswith("server_args="):
+        body = body[len("server_args=") :]
+    parser = _Parser(body)
+    complete = False
+    error: str | None = None
+    try:
+        parser.parse()
+        complete = True
+    except _Truncated:
+        if not partial_ok:
+            error = "the repr ends before its closing bracket (line cut off?)"
+    except _Malformed as exc:
+        error = str(exc)
+        complete = parser.root is not None and not parser.stack
+    root = parser.root
+    args = {} if root is None or root.kind == "set" else dict(root.fields)
+    return ServerArgsResult(args=args, complete=complete, error=error)
+
+
+def is_complete(text: str) -> bool:
+    """False while appending a continuation entry could still complete the repr.
+
+    That is while the text ends inside a string, a token or an open bracket. A closed repr is
+    complete, and so is one that went wrong before its end: the parser reads left to right, so
+    no continuation could repair it and waiting for one would only delay the error.
+    """
+    result = parse_server_args(text, partial_ok=True)
+    return result.complete or result.error is not None
+
+
+# -- comparing across versions --------------------------------------------------------------------
+
+Meaning = Literal["same", "enable", "disable", "backend"]
+
+
+@dataclass(frozen=True, slots=True)
+class Rename:
+    """One version's spelling of a canonical setting and how its value maps to the canonical one.
+
+    `meaning`: "same" (value as is), "enable" (True = on), "disable" (True = off), "backend"
+    (a backend name; 'disabled'/'none'/'off' = off, any other name = on, None = not decided).
+    """
+
+    canonical: str
+    meaning: Meaning
+    versions: str
+
+
+# Within one canonical setting the entries are in precedence order: the first spelling present
+# with a decided value wins. 0.5.23's resolved `cuda_graph_config` comes before its raw flag,
+# which is None unless the flag was given. Dotted names are paths into nested dicts.
+RENAMES: Final[Mapping[str, Rename]] = MappingProxyType(
+    {
+        "cuda_graph_config.prefill.backend": Rename("piecewise_cuda_graph", "backend", "0.5.23"),
+        "cuda_graph_backend_prefill": Rename("piecewise_cuda_graph", "backend", "0.5.23"),
+        "disable_piecewise_cuda_graph": Rename(
+            "piecewise_cuda_graph", "disable", "0.5.10rc0-0.5.22"
+        ),
+        "enable_piecewise_cuda_graph": Rename("piecewise_cuda_graph", "enable", "<=0.5.9"),
+        "cuda_graph_config.decode.backend": Rename("cuda_graph", "backend", "0.5.23"),
+        "cuda_graph_backend_decode": Rename("cuda_graph", "backend", "0.5.23"),
+        "disable_cuda_graph": Rename("cuda_graph", "disable", "<=0.5.22"),
+        "flashinfer_allreduce_fusion_backend": Rename(
+            "flashinfer_allreduce_fusion", "backend", "0.5.23"
+        ),
+        "enable_flashinfer_allreduce_fusion": Rename(
+            "flashinfer_allreduce_fusion", "enable", "<=0.5.22"
+        ),
+        "cuda_graph_max_bs_decode": Rename("cuda_graph_max_bs", "same", "0.5.23"),
+        "cuda_graph_max_bs": Rename("cuda_graph_max_bs", "same", "<=0.5.22"),
+    }
+)
+# Fields whose change between startups says nothing: SGLang draws a new seed every start.
+NOISE_FIELDS: Final = frozenset({"random_seed"})
+_OFF_BACKENDS: Final = frozenset({"disabled", "disable", "none", "off", "false", ""})
+# Argparse aliases that could appear as names in a hand-built dict.
+_ALIASES: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
+    {
+        "tp_size": ("tp_size", "tensor_parallel_size"),
+        "dp_size": ("dp_size", "data_parallel_size"),
+        "ep_size": ("ep_size", "expert_parallel_size"),
+        "pp_size": ("pp_size", "pipeline_parallel_size"),
+    }
+)
+_PLAIN_SETTINGS: Final = (
+    "model_path",
+    "served_model_name",
+    "attention_backend",
+    "chunked_prefill_size",
+    "mem_fraction_static",
+    "max_running_requests",
+)
+_MISSING: Final = object()
+
+
+@dataclass(frozen=True, slots=True)
+class FieldChange:
+    """One server_args field that differs between two startups; None stands for absent."""
+
+    field: str
+    old: Any
+    new: Any
+    note: str | None = None
+
+
+def canonical_field(name: str) -> str:
+    """The version-independent name of a server_args field (itself unless it was renamed)."""
+    rename = RENAMES.get(name)
+    return rename.canonical if rename else name
+
+
+def _members(canonical: str) -> tuple[str, ...]:
+    return tuple(name for name, rename in RENAMES.items() if rename.canonical == canonical)
+
+
+def _lookup(args: Mapping[str, Any], path: str) -> Any:
+    """The value at a dotted path, or _MISSING; JSON-string dicts on the way are decoded."""
+    node: Any = args
+    for part in path.split("."):
+        if isinstance(node, str) and node.lstrip().startswith("{"):
+            try:
+                node = json.loads(node)
+            except (ValueError, RecursionError):
+                return _MISSING
+        if not isinstance(node, Mapping) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def _convert(meaning: Meaning, value: Any) -> Any:
+    if value is None or meaning == "same":
+        return value
+    if meaning == "backend":
+        if isinstance(value, bool):
+            return value
+        return str(value).strip().lower() not in _OFF_BACKENDS
+    on = bool(value)
+    return on if meaning == "enable" else not on
+
+
+def _setting(args: Mapping[str, Any], canonical: str) -> tuple[Any, str | None]:
+    """The canonical value of a renamed setting and the spelling it came from."""
+    source: str | None = None
+    for name in _members(canonical):
+        raw = _lookup(args, name)
+        if raw is _MISSING:
+            continue
+        value = _convert(RENAMES[name].meaning, raw)
+        if value is not None:
+            return value, name
+        source = source or name
+    return None, source
+
+
+def normalized_settings(args: Mapping[str, Any]) -> dict[str, Any]:
+    """Reduce a parsed server_args of any SGLang version to a small version-independent dict."""
+    out: dict[str, Any] = {}
+    for canonical in ("piecewise_cuda_graph", "cuda_graph", "flashinfer_allreduce_fusion"):
+        out[canonical] = _setting(args, canonical)[0]
+    for name, spellings in _ALIASES.items():
+        out[name] = next((args[s] for s in spellings if args.get(s) is not None), None)
+    for name in _PLAIN_SETTINGS:
+        out[name] = args.get(name)
+    out["cuda_graph_max_bs"] = _setting(args, "cuda_graph_max_bs")[0]
+    for name in ("moe_runner_backend", "kv_cache_dtype", "enable_multimodal"):
+        out[name] = args.get(name)
+    return out
+
+
+def _flatten(args: Mapping[Any, Any], prefix: str = "", depth: int = 0) -> dict[str, Any]:
+    # Nested plain dicts (0.5.23's cuda_graph_config) are diffed leaf by leaf so a change reads
+    # `cuda_graph_config.decode.max_bs: 256 -> 512`; dataclass reprs stay whole.
+    out: dict[str, Any] = {}
+    for key, value in args.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value and "__type__" not in value and depth < MAX_DEPTH:
+            out.update(_flatten(value, f"{path}.", depth + 1))
+        else:
+            out[path] = value
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equality that tells True from 1 and treats NaN as equal to itself."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def _rename_note(old_source: str | None, new_source: str | None) -> str:
+    if old_source and new_source:
+        return f"renamed {old_source} → {new_source}"
+    return "field added" if new_source else "field removed"
+
+
+def diff_server_args(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldChange]:
+    """Fields changed, added or removed between two parsed server_args, sorted by field name.
+
+    A setting spelled differently on the two sides (see RENAMES) is one change under its
+    canonical name with canonical values (True = on). Fields unset (None or absent) on both
+    sides and NOISE_FIELDS are left out.
+    """
+    old_flat = _flatten(old)
+    new_flat = _flatten(new)
+    changes: list[FieldChange] = []
+    for canonical in dict.fromkeys(rename.canonical for rename in RENAMES.values()):
+        members = _members(canonical)
+        old_spellings = {name for name in members if _lookup(old, name) is not _MISSING}
+        new_spellings = {name for name in members if _lookup(new, name) is not _MISSING}
+        if old_spellings == new_spellings:
+            continue  # same version family: the fields are compared one by one below
+        for name in members:
+            old_flat.pop(name, None)
+            new_flat.pop(name, None)
+        old_value, old_source = _setting(old, canonical)
+        new_value, new_source = _setting(new, canonical)
+        if (old_value is None and new_value is None) or _same(old_value, new_value):
+            continue
+        changes.append(
+            FieldChange(canonical, old_value, new_value, _rename_note(old_source, new_source))
+        )
+    for name in old_flat.keys() | new_flat.keys():
+        if name in NOISE_FIELDS:
+            continue
+        old_value = old_flat.get(name, _MISSING)
+        new_value = new_flat.get(name, _MISSING)
+        old_unset = old_value is None or old_value is _MISSING
+        new_unset = new_value is None or new_value is _MISSING
+        if (old_unset and new_unset) or _same(old_value, new_value):
+            continue
+        note = None
+        if old_value is _MISSING:
+            note, old_value = "field added", None
+        elif new_value is _MISSING:
+            note, new_value = "field removed", None
+        changes.append(FieldChange(name, old_value, new_value, note))
+    changes.sort(key=lambda change: change.field)
+    return changes
+
+
+__all__ = [
+    "MAX_DEPTH",
+    "NOISE_FIELDS",
+    "RENAMES",
+    "FieldChange",
+    "Rename",
+    "ServerArgsResult",
+    "canonical_field",
+    "diff_server_args",
+    "is_complete",
+    "normalized_settings",
+    "parse_server_args",
+]
