@@ -19,7 +19,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.message import Message
 from types import MappingProxyType
@@ -129,11 +129,6 @@ class _Target:
     failures: int = 0
 
 
-@dataclass(slots=True)
-class _Wanted:
-    comparisons: tuple[Comparison, ...] = field(default_factory=tuple)
-
-
 def _target(url: str) -> _Target:
     parts = urllib.parse.urlsplit(url)
     path = parts.path.rstrip("/")
@@ -180,7 +175,7 @@ class AlertPusher:
         self._backoff_initial = min(backoff_initial_seconds, self._resend)
         self._targets = [_target(url) for url in config.urls]
         self._alerts: dict[AlertKey, _Alert] = {}
-        self._pending: _Wanted | None = None
+        self._pending: tuple[Comparison, ...] | None = None
         self._lock = threading.Lock()  # guards _pending, shared with update()
         self._flush_lock = threading.Lock()  # one flush at a time
         self._wake = threading.Event()
@@ -199,7 +194,7 @@ class AlertPusher:
 
     def update(self, comparisons: Sequence[Comparison]) -> None:
         """Replace the wanted alerts with the findings of these comparisons; never blocks on I/O."""
-        wanted = _Wanted(tuple(comparisons))
+        wanted = tuple(comparisons)
         with self._lock:
             self._pending = wanted
         self._wake.set()
@@ -243,22 +238,21 @@ class AlertPusher:
             if not self._alerts:
                 return now + self._resend
             body = self._payload(now)
-            headers: dict[str, str] | None = None
+            attempted = False
             for target in self._targets:
-                if self._stopping.is_set() and self._thread is not None:
+                if self._stopping.is_set():
                     break
                 if not force and target.next_due > now:
                     continue
+                attempted = True
+                headers = self._headers(target)
                 if headers is None:
-                    headers = self._headers(target)
-                    if headers is None:
-                        self._failed(target, len(body), error="bearer_token_file unreadable")
-                        headers = None
-                        continue
-                self._send(target, body, headers)
-                headers = None  # basic auth differs per target
-            for alert in self._alerts.values():
-                alert.announced = True
+                    self._failed(target, len(body), error="bearer_token_file unreadable")
+                else:
+                    self._send(target, body, headers)
+            if attempted:
+                for alert in self._alerts.values():
+                    alert.announced = True
             return min((t.next_due for t in self._targets), default=now + self._resend)
 
     def _reconcile(self, now: float) -> bool:
@@ -267,15 +261,15 @@ class AlertPusher:
             wanted, self._pending = self._pending, None
         if wanted is None:
             return False
-        desired = self._desired(wanted.comparisons)
+        desired = self._desired(wanted)
         changed = False
-        for key, (labels, annotations) in desired.items():
+        for key, (labels, notes) in desired.items():
             alert = self._alerts.get(key)
             if alert is None or alert.resolved_at is not None:
-                self._alerts[key] = _Alert(labels, annotations, starts_at=now)
+                self._alerts[key] = _Alert(labels, notes, starts_at=now)
                 changed = True
-            elif alert.annotations != annotations:
-                alert.annotations = annotations
+            elif alert.annotations != notes:
+                alert.annotations = notes
                 changed = True
         for key, alert in self._alerts.items():
             if key not in desired and alert.resolved_at is None:
@@ -286,7 +280,11 @@ class AlertPusher:
     def _expire(self, now: float) -> None:
         keep = self._config.resolve_resend_seconds
         for key, alert in list(self._alerts.items()):
-            if alert.resolved_at is not None and alert.announced and now - alert.resolved_at >= keep:
+            if (
+                alert.resolved_at is not None
+                and alert.announced
+                and now - alert.resolved_at >= keep
+            ):
                 del self._alerts[key]
 
     # -- what is sent -----------------------------------------------------------------------------
@@ -298,7 +296,9 @@ class AlertPusher:
         for comparison in comparisons:
             for finding in comparison.findings:
                 labels = self._labels(comparison, finding)
-                out.setdefault(tuple(sorted(labels.items())), (labels, _annotations(comparison, finding)))
+                out.setdefault(
+                    tuple(sorted(labels.items())), (labels, _annotations(comparison, finding))
+                )
         return out
 
     def _labels(self, comparison: Comparison, finding: Finding) -> dict[str, str]:
@@ -347,11 +347,13 @@ class AlertPusher:
             headers["Authorization"] = f"Basic {target.basic_auth}"
         return headers
 
-    def _send(self, target: _Target, alerts: list[dict[str, Any]], headers: Mapping[str, str]) -> None:
+    def _send(
+        self, target: _Target, alerts: list[dict[str, Any]], headers: Mapping[str, str]
+    ) -> None:
         body = json.dumps(alerts, ensure_ascii=False).encode("utf-8")
         try:
             status, text = self._post(target.endpoint, body, headers, self._config.timeout_seconds)
-        except Exception as exc:  # noqa: BLE001 - any transport failure is one failed push
+        except Exception as exc:  # any transport failure (or opener bug) is one failed push
             self._failed(target, len(alerts), error=_describe_error(exc))
             return
         if not 200 <= status < 300:
@@ -382,8 +384,8 @@ class AlertPusher:
 
 
 def _describe_error(exc: BaseException) -> str:
-    if isinstance(exc, urllib.error.URLError) and not isinstance(exc.reason, str):
-        exc = exc.reason if isinstance(exc.reason, BaseException) else exc
+    if isinstance(exc, urllib.error.URLError) and isinstance(exc.reason, BaseException):
+        exc = exc.reason  # "Connection refused" rather than "<urlopen error ...>"
     text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
     return scrub_text(f"{type(exc).__name__}: {text}")
 

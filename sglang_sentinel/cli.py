@@ -20,15 +20,16 @@ import structlog
 import yaml
 
 from . import __version__
-from .compare import Policy, common_evidence, load_policy
+from .compare import Policy, common_evidence
 from .config import Config, config_to_dict, load_config
+from .daemon import load_rules_and_policy, source_key
 from .errors import ConfigError, JournalError, NoDataError, RuleError, SentinelError, UsageError
 from .journal import JournalSource
 from .logs import configure_logging
-from .model import SEVERITY_ORDER
+from .model import SEVERITY_ORDER, StartupRecord
 from .pipeline import Pipeline, evaluate
 from .report import render_diff, render_report, render_startups, scan_json, startup_json
-from .rules import RuleSet, check_rules, default_rules_dir, load_rules
+from .rules import check_rules, default_rules_dir
 from .state import StateStore
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -41,11 +42,21 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _common(p: argparse.ArgumentParser, *, units: bool = True) -> None:
-    p.add_argument("--state-dir", help="state directory (default: $SENTINEL_STATE_DIR, config, /var/lib/sglang-sentinel)")
-    p.add_argument("--config", type=Path, help="config file (default /etc/sglang-sentinel/config.yaml)")
+    p.add_argument(
+        "--state-dir",
+        help="state directory (default: $SENTINEL_STATE_DIR, config, /var/lib/sglang-sentinel)",
+    )
+    p.add_argument(
+        "--config", type=Path, help="config file (default /etc/sglang-sentinel/config.yaml)"
+    )
     if units:
-        p.add_argument("--unit", action="append", dest="units", metavar="UNIT",
-                       help="unit to look at; repeatable (default: the configured units)")
+        p.add_argument(
+            "--unit",
+            action="append",
+            dest="units",
+            metavar="UNIT",
+            help="unit to look at; repeatable (default: the configured units)",
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,9 +68,17 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     src = p.add_mutually_exclusive_group()
     src.add_argument("--journal-dir", type=Path, help="read this journal directory")
-    src.add_argument("--journal-file", type=Path, action="append", dest="journal_files",
-                     help="read these journal files (repeatable)")
-    p.add_argument("--since", help="start at this time: 'YYYY-mm-dd [HH:MM[:SS]]', '-2h', '-30m', '-1d', 'today'")
+    src.add_argument(
+        "--journal-file",
+        type=Path,
+        action="append",
+        dest="journal_files",
+        help="read these journal files (repeatable)",
+    )
+    p.add_argument(
+        "--since",
+        help="start at this time: 'YYYY-mm-dd [HH:MM[:SS]]', '-2h', '-30m', '-1d', 'today'",
+    )
     p.add_argument("--json", action="store_true", help="print the JSON document only")
 
     p = sub.add_parser("startups", help="list recorded startups")
@@ -69,12 +88,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("baseline", help="show, pin or unpin the baseline startup")
     _common(p)
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--pin", nargs="?", const="latest-ready", metavar="STARTUP",
-                   help="pin STARTUP (invocation-id prefix or 'latest'; default the latest ready startup)")
+    g.add_argument(
+        "--pin",
+        nargs="?",
+        const="latest-ready",
+        metavar="STARTUP",
+        help="pin STARTUP (invocation-id prefix or 'latest'; default the latest ready startup)",
+    )
     g.add_argument("--unpin", action="store_true")
     p.add_argument("--json", action="store_true")
 
-    p = sub.add_parser("diff", help="what changed between two startups (default: baseline vs latest)")
+    p = sub.add_parser(
+        "diff", help="what changed between two startups (default: baseline vs latest)"
+    )
     _common(p)
     p.add_argument("a", nargs="?", metavar="A")
     p.add_argument("b", nargs="?", metavar="B")
@@ -94,7 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--journal-dir", type=Path)
     src.add_argument("--journal-file", type=Path, action="append", dest="journal_files")
-    p.add_argument("--listen", metavar="HOST:PORT", help="metrics address (default 127.0.0.1:19110)")
+    p.add_argument(
+        "--listen", metavar="HOST:PORT", help="metrics address (default 127.0.0.1:19110)"
+    )
 
     p = sub.add_parser("config", help="print the effective configuration (secrets masked)")
     _common(p, units=False)
@@ -119,20 +147,8 @@ def _load(args: argparse.Namespace) -> Config:
     return load_config(args.config, required=args.config is not None, overrides=overrides)
 
 
-def _rules(config: Config) -> RuleSet:
-    return load_rules([default_rules_dir(), *config.rules.dirs])
-
-
 def _policy(config: Config) -> Policy:
-    return load_policy(config.rules.policy, dict(config.policy) or None)
-
-
-def _source_key(config: Config) -> str:
-    if config.journal.directory is not None:
-        return f"dir:{config.journal.directory.resolve()}"
-    if config.journal.files:
-        return "files:" + ",".join(str(f.resolve()) for f in config.journal.files)
-    return "system"
+    return load_rules_and_policy(config)[1]
 
 
 def _source(config: Config) -> JournalSource:
@@ -163,7 +179,9 @@ def parse_since(text: str, now: float | None = None) -> float:
             return datetime.strptime(text.strip(), fmt).timestamp()
         except ValueError:
             continue
-    raise UsageError(f"--since {text!r}: use 'YYYY-mm-dd [HH:MM[:SS]]', '-2h', '-30m', '-1d' or 'today'")
+    raise UsageError(
+        f"--since {text!r}: use 'YYYY-mm-dd [HH:MM[:SS]]', '-2h', '-30m', '-1d' or 'today'"
+    )
 
 
 # -- commands ------------------------------------------------------------------------------------
@@ -171,11 +189,11 @@ def parse_since(text: str, now: float | None = None) -> float:
 
 def cmd_scan(args: argparse.Namespace) -> int:
     config = _load(args)
-    rules, policy = _rules(config), _policy(config)
+    rules, policy = load_rules_and_policy(config)
     source = _source(config)
     source.open()
     store = StateStore(config.state_dir)
-    pipeline = Pipeline(source, rules, policy, store, source_key=_source_key(config))
+    pipeline = Pipeline(source, rules, policy, store, source_key=source_key(config))
     if args.since:
         source.seek_realtime(parse_since(args.since))
     else:
@@ -223,7 +241,9 @@ def cmd_baseline(args: argparse.Namespace) -> int:
         raise UsageError("name one unit with --unit to pin or unpin a baseline")
     if args.unpin:
         removed = store.unpin(units[0])
-        print(f"{units[0]}: baseline unpinned" if removed else f"{units[0]}: no baseline was pinned")
+        print(
+            f"{units[0]}: baseline unpinned" if removed else f"{units[0]}: no baseline was pinned"
+        )
         log.info("baseline_unpinned", unit=units[0], removed=removed)
         return EXIT_OK
     if args.pin is not None:
@@ -235,53 +255,56 @@ def cmd_baseline(args: argparse.Namespace) -> int:
         else:
             record = store.find_startup(args.pin, units)
         if record.outcome != "ready":
-            raise UsageError(f"startup {record.invocation_id[:8]} is {record.outcome}; pin a ready startup")
+            raise UsageError(
+                f"startup {record.invocation_id[:8]} is {record.outcome}; pin a ready startup"
+            )
         store.pin(record.unit, record.invocation_id)
         log.info("baseline_pinned", unit=record.unit, invocation=record.invocation_id[:8])
         print(f"{record.unit}: pinned startup {record.invocation_id[:8]} as baseline")
         return EXIT_OK
     pins = store.baselines()
-    shown = {}
-    for unit in units:
-        if unit in pins:
-            record = store.startup(pins[unit][0])
-            shown[unit] = record
+    shown: dict[str, StartupRecord | None] = {
+        unit: store.startup(pins[unit][0]) if unit in pins else None for unit in units
+    }
     if args.json:
-        _emit_json({u: startup_json(evaluate(store, r, _policy(config))) if r else None
-                    for u, r in shown.items()} | {u: None for u in units if u not in shown})
+        policy = _policy(config)
+        _emit_json(
+            {u: startup_json(evaluate(store, r, policy)) if r else None for u, r in shown.items()}
+        )
         return EXIT_OK
-    for unit in units:
-        record = shown.get(unit)
-        if record is None:
+    for unit, pinned in shown.items():
+        if pinned is None:
             print(f"{unit}: no baseline pinned (comparisons use the previous ready startup)")
         else:
-            print(render_startups([record], {unit: record.invocation_id}))
+            print(render_startups([pinned], {unit: pinned.invocation_id}))
     return EXIT_OK
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    """A and B given: A → B. Only A: A's baseline → A. Neither: baseline → latest."""
     config = _load(args)
     store = StateStore(config.state_dir, readonly=True)
+    policy = _policy(config)
     units = list(args.units or config.units)
     if args.a and args.b:
         a, b = store.find_startup(args.a), store.find_startup(args.b)
     else:
         b = store.find_startup(args.a or "latest", None if args.a else units)
-        if args.a:
-            comparison = evaluate(store, b, _policy(config))
-            if comparison.baseline is None:
-                raise NoDataError(f"startup {b.invocation_id[:8]} has no baseline to diff against")
-            a = comparison.baseline
-        else:
-            comparison = evaluate(store, b, _policy(config))
-            if comparison.baseline is None:
-                raise NoDataError(f"{b.unit}: no baseline and no earlier ready startup to diff against")
-            a = comparison.baseline
+        baseline = evaluate(store, b, policy).baseline
+        if baseline is None:
+            raise NoDataError(
+                f"startup {b.invocation_id[:8]}: no pinned baseline and no earlier ready startup"
+            )
+        a = baseline
     evidence = common_evidence(b, a)
     if args.json:
-        _emit_json({"a": startup_json(evaluate(store, a, _policy(config))),
-                    "b": startup_json(evaluate(store, b, _policy(config))),
-                    "evidence": evidence})
+        _emit_json(
+            {
+                "a": startup_json(evaluate(store, a, policy)),
+                "b": startup_json(evaluate(store, b, policy)),
+                "evidence": evidence,
+            }
+        )
     else:
         print(render_diff(a, b, evidence))
     return EXIT_OK
@@ -303,7 +326,9 @@ def cmd_check(args: argparse.Namespace) -> int:
             raise NoDataError(f"{unit}: no startups recorded")
         comparison = evaluate(store, records[-1], policy)
         results.append(comparison)
-        if any(SEVERITY_ORDER[f.severity] >= SEVERITY_ORDER["warning"] for f in comparison.findings):
+        if any(
+            SEVERITY_ORDER[f.severity] >= SEVERITY_ORDER["warning"] for f in comparison.findings
+        ):
             worst = EXIT_FINDINGS
     if args.json:
         _emit_json(scan_json(results))
@@ -360,7 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_rules_check(args)
         return COMMANDS[args.command](args)
     except RuleError as exc:
-        print(f"error: invalid rules:\n" + "\n".join(exc.problems), file=sys.stderr)
+        print("error: invalid rules:\n" + "\n".join(exc.problems), file=sys.stderr)
         return EXIT_USAGE
     except ConfigError as exc:
         print("error: invalid configuration:\n  " + "\n  ".join(exc.problems), file=sys.stderr)

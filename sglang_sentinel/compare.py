@@ -68,12 +68,10 @@ class Policy:
 
     def severity(self, check: str) -> Severity:
         value = self.checks.get(check, {}).get("severity", "warning")
-        return value if value in _SEVERITIES else "warning"  # type: ignore[no-any-return]
+        return "critical" if value == "critical" else "info" if value == "info" else "warning"
 
 
-def load_policy(
-    path: Path | None = None, overrides: Mapping[str, Any] | None = None
-) -> Policy:
+def load_policy(path: Path | None = None, overrides: Mapping[str, Any] | None = None) -> Policy:
     """Load the shipped policy (or `path`), apply `overrides`, validate; ConfigError on problems."""
     path = path or default_policy_path()
     try:
@@ -100,7 +98,9 @@ def _validate_policy(checks: Mapping[str, Mapping[str, Any]], where: str) -> lis
     problems = []
     for check, settings in checks.items():
         if check not in CHECKS:
-            problems.append(f"{where}: policy.checks.{check}: unknown check (known: {', '.join(CHECKS)})")
+            problems.append(
+                f"{where}: policy.checks.{check}: unknown check (known: {', '.join(CHECKS)})"
+            )
             continue
         allowed = _KEYS.get(check, {"severity", "enabled"})
         for key, value in settings.items():
@@ -110,7 +110,9 @@ def _validate_policy(checks: Mapping[str, Mapping[str, Any]], where: str) -> lis
             elif key == "severity" and value not in _SEVERITIES:
                 problems.append(f"{path}: must be one of {', '.join(_SEVERITIES)}; got {value!r}")
             elif key.endswith("_percent") and (
-                not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 100
+                not isinstance(value, int | float)
+                or isinstance(value, bool)
+                or not 0 <= value <= 100
             ):
                 problems.append(f"{path}: must be a number from 0 to 100; got {value!r}")
             elif key == "facts" and not (
@@ -204,13 +206,21 @@ def _switch_finding(
     policy: Policy,
     evidence: tuple[str, ...],
 ) -> Finding | None:
-    if not policy.enabled(check) or baseline.fact(fact) is not True or record.fact(fact) is not False:
+    if (
+        not policy.enabled(check)
+        or baseline.fact(fact) is not True
+        or record.fact(fact) is not False
+    ):
         return None
     message = f"{label} on → off"
     detail = _self_set_detail(fact, record)
     if detail:
         message += f"; {detail}"
-    reason = record.fact("piecewise_cuda_graph_disabled_reason") if fact == "piecewise_cuda_graph" else None
+    reason = (
+        record.fact("piecewise_cuda_graph_disabled_reason")
+        if fact == "piecewise_cuda_graph"
+        else None
+    )
     extra = (f"SGLang logged: disabled because {reason}",) if reason else ()
     return Finding(
         check=check,
@@ -253,7 +263,7 @@ def _moe_finding(
         severity=policy.severity("moe_config_missing"),
         baseline=tuple(sorted(old)),
         current=tuple(now),
-        message="Triton MoE kernel config missing (untuned, \"sub-optimal\"): " + ", ".join(new),
+        message='Triton MoE kernel config missing (untuned, "sub-optimal"): ' + ", ".join(new),
         evidence=evidence,
     )
 

@@ -57,7 +57,7 @@ def load_rules_and_policy(config: Config) -> tuple[RuleSet, Policy]:
 
 
 class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass  # scrapes every 15 s would drown the journal
 
 
@@ -127,8 +127,10 @@ class Daemon:
         out = []
         for unit in self.config.units:
             latest = self.store.latest(unit)
-            decided = latest if latest and latest.outcome != "starting" else self.store.latest(
-                unit, decided=True
+            decided = (
+                latest
+                if latest and latest.outcome != "starting"
+                else self.store.latest(unit, decided=True)
             )
             comparison = evaluate(self.store, decided, self.policy) if decided else None
             out.append(
@@ -147,8 +149,11 @@ class Daemon:
         host, port = self.config.listen.host, self.config.listen.port
         try:
             server = make_server(
-                host, port, _landing(make_wsgi_app(self.registry)),
-                server_class=_Server, handler_class=_QuietHandler,
+                host,
+                port,
+                _landing(make_wsgi_app(self.registry)),
+                server_class=_Server,
+                handler_class=_QuietHandler,
             )
         except OSError as exc:
             raise SentinelError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
@@ -201,7 +206,11 @@ class Daemon:
             self._reload = True
 
         previous = {}
-        for sig, fn in ((signal.SIGTERM, on_term), (signal.SIGINT, on_term), (signal.SIGHUP, on_hup)):
+        for sig, fn in (
+            (signal.SIGTERM, on_term),
+            (signal.SIGINT, on_term),
+            (signal.SIGHUP, on_hup),
+        ):
             previous[sig] = signal.signal(sig, fn)
         return previous
 
@@ -269,8 +278,12 @@ class Daemon:
             )
             for f in c.findings:
                 log.warning(
-                    "finding_raised", unit=r.unit, invocation=r.invocation_id[:8],
-                    check=f.check, severity=f.severity, message=f.message,
+                    "finding_raised",
+                    unit=r.unit,
+                    invocation=r.invocation_id[:8],
+                    check=f.check,
+                    severity=f.severity,
+                    message=f.message,
                 )
         if comparisons:
             self._push_alerts()

@@ -36,30 +36,53 @@ class FactMetric:
 
 
 FACT_METRICS: Sequence[FactMetric] = (
-    FactMetric("max_running_requests", "max_running_requests",
-               "Effective max_running_requests from the TP0 summary line."),
-    FactMetric("max_total_num_tokens", "max_total_num_tokens",
-               "KV pool size in tokens from the TP0 summary line."),
+    FactMetric(
+        "max_running_requests",
+        "max_running_requests",
+        "Effective max_running_requests from the TP0 summary line.",
+    ),
+    FactMetric(
+        "max_total_num_tokens",
+        "max_total_num_tokens",
+        "KV pool size in tokens from the TP0 summary line.",
+    ),
     FactMetric("kv_cache_tokens", "kv_cache_tokens", "Tokens in the allocated KV cache."),
     FactMetric("context_len", "context_length_tokens", "Model context length in tokens."),
     FactMetric("chunked_prefill_size", "chunked_prefill_size_tokens", "Chunked prefill size."),
-    FactMetric("available_gpu_mem_gb", "available_gpu_memory_bytes",
-               "Free GPU memory after startup captures (summary line).", GIB),
-    FactMetric("load_avail_mem_gb", "load_available_gpu_memory_bytes",
-               "Free GPU memory at 'Load weight begin'.", GIB),
+    FactMetric(
+        "available_gpu_mem_gb",
+        "available_gpu_memory_bytes",
+        "Free GPU memory after startup captures (summary line).",
+        GIB,
+    ),
+    FactMetric(
+        "load_avail_mem_gb",
+        "load_available_gpu_memory_bytes",
+        "Free GPU memory at 'Load weight begin'.",
+        GIB,
+    ),
     FactMetric("weight_mem_gb", "weight_memory_bytes", "GPU memory taken by the weights.", GIB),
     FactMetric("cuda_graph", "cuda_graph_enabled", "1 if decode CUDA graphs were captured."),
-    FactMetric("piecewise_cuda_graph", "piecewise_cuda_graph_enabled",
-               "1 if piecewise (prefill) CUDA graphs were captured."),
-    FactMetric("moe_config_missing", "moe_configs_missing",
-               "Distinct Triton MoE kernel config files missing (untuned kernels)."),
+    FactMetric(
+        "piecewise_cuda_graph",
+        "piecewise_cuda_graph_enabled",
+        "1 if piecewise (prefill) CUDA graphs were captured.",
+    ),
+    FactMetric(
+        "moe_config_missing",
+        "moe_configs_missing",
+        "Distinct Triton MoE kernel config files missing (untuned kernels).",
+    ),
     FactMetric("weight_load_seconds", "weight_load_duration_seconds", "Weight loading time."),
     FactMetric("startup_seconds", "startup_duration_seconds", "From service start to ready."),
 )
 
 RUNTIME_METRICS = (
-    ("gen_throughput", "generation_throughput_tokens_per_second",
-     "Generation throughput from the latest decode batch line."),
+    (
+        "gen_throughput",
+        "generation_throughput_tokens_per_second",
+        "Generation throughput from the latest decode batch line.",
+    ),
     ("running_requests", "running_requests", "Running requests in the latest batch line."),
     ("queued_requests", "queued_requests", "Queued requests in the latest batch line."),
     ("token_usage", "token_usage_ratio", "KV token usage (0-1) in the latest batch line."),
@@ -127,24 +150,35 @@ class SentinelCollector(Collector):
 
     def _startup_metrics(self, views: Sequence[UnitView], pinned: set[str]) -> Iterator[Metric]:
         policy = self._policy()
-        current = {m.fact: GaugeMetricFamily(PREFIX + m.name, m.help, labels=["unit"])
-                   for m in FACT_METRICS}
-        base = {m.fact: GaugeMetricFamily(PREFIX + "baseline_" + m.name,
-                                          "Baseline startup's value: " + m.help, labels=["unit"])
-                for m in FACT_METRICS}
-        runtime = {fact: GaugeMetricFamily(PREFIX + name, help_, labels=["unit"])
-                   for fact, name, help_ in RUNTIME_METRICS}
+        current = {
+            m.fact: GaugeMetricFamily(PREFIX + m.name, m.help, labels=["unit"])
+            for m in FACT_METRICS
+        }
+        base = {
+            m.fact: GaugeMetricFamily(
+                PREFIX + "baseline_" + m.name,
+                "Baseline startup's value: " + m.help,
+                labels=["unit"],
+            )
+            for m in FACT_METRICS
+        }
+        runtime = {
+            fact: GaugeMetricFamily(PREFIX + name, help_, labels=["unit"])
+            for fact, name, help_ in RUNTIME_METRICS
+        }
         regression = GaugeMetricFamily(
             PREFIX + "regression",
             "1 while the latest startup shows this regression against its baseline.",
             labels=["unit", "check", "severity"],
         )
         info = InfoMetricFamily(
-            PREFIX + "server", "The latest startup's model and layout.",
+            PREFIX + "server",
+            "The latest startup's model and layout.",
             labels=["unit", "model", "tp_size", "attention_backend"],
         )
         baseline_pinned = GaugeMetricFamily(
-            PREFIX + "baseline_pinned", "1 if a baseline startup is pinned for the unit.",
+            PREFIX + "baseline_pinned",
+            "1 if a baseline startup is pinned for the unit.",
             labels=["unit"],
         )
         has_baseline = GaugeMetricFamily(
@@ -155,14 +189,24 @@ class SentinelCollector(Collector):
         startups = CounterMetricFamily(
             PREFIX + "startups", "Startups recorded, by outcome.", labels=["unit", "outcome"]
         )
-        ready = GaugeMetricFamily(PREFIX + "startup_ready",
-                                  "1 if the latest decided startup became ready.", labels=["unit"])
-        in_progress = GaugeMetricFamily(PREFIX + "startup_in_progress",
-                                        "1 while a startup is under way.", labels=["unit"])
-        started = GaugeMetricFamily(PREFIX + "startup_timestamp_seconds",
-                                    "When the latest decided startup began.", labels=["unit"])
-        ready_ts = GaugeMetricFamily(PREFIX + "ready_timestamp_seconds",
-                                     "When the latest startup became ready.", labels=["unit"])
+        ready = GaugeMetricFamily(
+            PREFIX + "startup_ready",
+            "1 if the latest decided startup became ready.",
+            labels=["unit"],
+        )
+        in_progress = GaugeMetricFamily(
+            PREFIX + "startup_in_progress", "1 while a startup is under way.", labels=["unit"]
+        )
+        started = GaugeMetricFamily(
+            PREFIX + "startup_timestamp_seconds",
+            "When the latest decided startup began.",
+            labels=["unit"],
+        )
+        ready_ts = GaugeMetricFamily(
+            PREFIX + "ready_timestamp_seconds",
+            "When the latest startup became ready.",
+            labels=["unit"],
+        )
         for view in views:
             unit = view.unit
             baseline_pinned.add_metric([unit], 1.0 if unit in pinned else 0.0)
@@ -191,8 +235,15 @@ class SentinelCollector(Collector):
                 severity = f.severity if f else _default_severity(policy, check)
                 regression.add_metric([unit, check, severity], 1.0 if f else 0.0)
             has_baseline.add_metric([unit], 1.0 if c.baseline is not None else 0.0)
-            info.add_metric([unit, _model_label(r), _str(r.facts.get("tp_size")),
-                             _str(r.facts.get("attention_backend"))], {})
+            info.add_metric(
+                [
+                    unit,
+                    _model_label(r),
+                    _str(r.facts.get("tp_size")),
+                    _str(r.facts.get("attention_backend")),
+                ],
+                {},
+            )
             ready.add_metric([unit], 1.0 if r.outcome == "ready" else 0.0)
             started.add_metric([unit], r.started_at)
             if r.ready_at is not None:
@@ -200,41 +251,70 @@ class SentinelCollector(Collector):
         yield from current.values()
         yield from base.values()
         yield from runtime.values()
-        yield from (regression, info, baseline_pinned, has_baseline, startups, ready,
-                    in_progress, started, ready_ts)
+        yield from (
+            regression,
+            info,
+            baseline_pinned,
+            has_baseline,
+            startups,
+            ready,
+            in_progress,
+            started,
+            ready_ts,
+        )
 
     def _self_metrics(self) -> Iterator[Metric]:
         s = self._stats
-        yield CounterMetricFamily(PREFIX + "journal_entries_read",
-                                  "Journal entries of the watched units read.", value=s.entries_read)
-        hits = CounterMetricFamily(PREFIX + "rule_matches", "Lines matched, per rule.",
-                                   labels=["rule"])
+        yield CounterMetricFamily(
+            PREFIX + "journal_entries_read",
+            "Journal entries of the watched units read.",
+            value=s.entries_read,
+        )
+        hits = CounterMetricFamily(
+            PREFIX + "rule_matches", "Lines matched, per rule.", labels=["rule"]
+        )
         for rule, n in sorted(self._rule_hits().items()):
             hits.add_metric([rule], float(n))
         yield hits
         if s.last_entry_realtime is not None:
-            yield GaugeMetricFamily(PREFIX + "journal_last_entry_timestamp_seconds",
-                                    "Time of the newest watched entry read.",
-                                    value=s.last_entry_realtime)
-            yield GaugeMetricFamily(PREFIX + "journal_last_entry_age_seconds",
-                                    "Seconds since the newest watched entry read was written.",
-                                    value=max(0.0, self._clock() - s.last_entry_realtime))
-        yield GaugeMetricFamily(PREFIX + "processing_lag_seconds",
-                                "How far reading is behind the journal (0 when caught up).",
-                                value=s.processing_lag_seconds)
-        yield GaugeMetricFamily(PREFIX + "journal_up", "1 if the journal is readable.",
-                                value=1.0 if s.journal_up else 0.0)
-        yield CounterMetricFamily(PREFIX + "cursor_resets",
-                                  "Saved cursors whose entry was gone (rotation, vacuum).",
-                                  value=s.cursor_resets)
-        yield CounterMetricFamily(PREFIX + "rule_load_errors",
-                                  "Rule or config reloads rejected as invalid.",
-                                  value=s.rule_load_errors)
-        yield CounterMetricFamily(PREFIX + "alertmanager_pushes", "Alert batches sent.",
-                                  value=s.alertmanager_pushes)
-        yield CounterMetricFamily(PREFIX + "alertmanager_push_failures",
-                                  "Alert batches that failed to reach Alertmanager.",
-                                  value=s.alertmanager_push_failures)
+            yield GaugeMetricFamily(
+                PREFIX + "journal_last_entry_timestamp_seconds",
+                "Time of the newest watched entry read.",
+                value=s.last_entry_realtime,
+            )
+            yield GaugeMetricFamily(
+                PREFIX + "journal_last_entry_age_seconds",
+                "Seconds since the newest watched entry read was written.",
+                value=max(0.0, self._clock() - s.last_entry_realtime),
+            )
+        yield GaugeMetricFamily(
+            PREFIX + "processing_lag_seconds",
+            "How far reading is behind the journal (0 when caught up).",
+            value=s.processing_lag_seconds,
+        )
+        yield GaugeMetricFamily(
+            PREFIX + "journal_up",
+            "1 if the journal is readable.",
+            value=1.0 if s.journal_up else 0.0,
+        )
+        yield CounterMetricFamily(
+            PREFIX + "cursor_resets",
+            "Saved cursors whose entry was gone (rotation, vacuum).",
+            value=s.cursor_resets,
+        )
+        yield CounterMetricFamily(
+            PREFIX + "rule_load_errors",
+            "Rule or config reloads rejected as invalid.",
+            value=s.rule_load_errors,
+        )
+        yield CounterMetricFamily(
+            PREFIX + "alertmanager_pushes", "Alert batches sent.", value=s.alertmanager_pushes
+        )
+        yield CounterMetricFamily(
+            PREFIX + "alertmanager_push_failures",
+            "Alert batches that failed to reach Alertmanager.",
+            value=s.alertmanager_push_failures,
+        )
         build = InfoMetricFamily(PREFIX + "build", "sglang-sentinel build.", labels=["version"])
         build.add_metric([__version__], {})
         yield build

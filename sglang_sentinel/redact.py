@@ -106,7 +106,7 @@ _URL_CREDENTIALS = re.compile(
 )
 _NAME_VALUE = re.compile(
     r"""(?<![\w-])(?P<name>[A-Za-z_][\w-]*+)(?P<sep>["']?[ \t]*[:=][ \t]*)"""
-    r"""(?:'(?P<sq>[^'\n]*+)'|"(?P<dq>[^"\n]*+)"|(?P<bare>[^\s,;&'"()\[\]{}<>]++))"""
+    r"""(?:'(?P<sq>[^'\n]*+)'|"(?P<dq>[^"\n]*+)"|(?P<bare>[^\s,;&?='"()\[\]{}<>]++))"""
 )
 _SECRET_NAME_IN_TEXT = re.compile(r"""(?<![\w-])(?P<name>[A-Za-z_][\w-]*+)["']?\s*[:=]""")
 _FLAG_VALUE = re.compile(
@@ -189,6 +189,10 @@ def _clean(value: Any, depth: int) -> Any:
 
 def _redact_string(text: str) -> str:
     stripped = text.strip()
+    if _PROVIDER_TOKEN.fullmatch(stripped):
+        # A value that is nothing but an API token is a secret whatever its field is called
+        # (only the whole value: `/models/sk-llama-...` must survive).
+        return REDACTED
     if stripped[:1] in ("{", "["):
         try:
             tree = json.loads(stripped)

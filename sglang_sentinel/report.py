@@ -33,7 +33,7 @@ def local_time(ts: float) -> str:
 
 
 def duration(seconds: float) -> str:
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     if seconds < 60:
         return f"{seconds}s"
     minutes, seconds = divmod(seconds, 60)
@@ -103,7 +103,9 @@ def render_comparison(comparison: Comparison) -> str:
     r = comparison.record
     head = headline(r)
     if comparison.baseline is not None:
-        kind = "pinned baseline" if comparison.baseline_kind == "pinned" else "previous ready startup"
+        kind = (
+            "pinned baseline" if comparison.baseline_kind == "pinned" else "previous ready startup"
+        )
         head += f"   vs {kind} {comparison.baseline.invocation_id[:8]}"
     lines = [head]
     findings = sorted(comparison.findings, key=lambda f: -SEVERITY_ORDER[f.severity])
@@ -203,8 +205,10 @@ def render_startups(records: Sequence[StartupRecord], baselines: dict[str, str])
 
 
 def render_diff(a: StartupRecord, b: StartupRecord, evidence: Sequence[str]) -> str:
-    lines = [f"{a.unit}: {a.invocation_id[:8]} ({local_time(a.started_at)}) → "
-             f"{b.invocation_id[:8]} ({local_time(b.started_at)})"]
+    lines = [
+        f"{a.unit}: {a.invocation_id[:8]} ({local_time(a.started_at)}) → "
+        f"{b.invocation_id[:8]} ({local_time(b.started_at)})"
+    ]
     changed = False
     for name in STARTUP_FACTS:
         va, vb = a.facts.get(name), b.facts.get(name)

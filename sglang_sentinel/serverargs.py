@@ -42,12 +42,13 @@ _CLOSERS: Final = {"(": ")", "[": "]", "{": "}"}
 _KEYWORDS: Final[Mapping[str, Any]] = MappingProxyType({"True": True, "False": False, "None": None})
 _STRING_PREFIXES: Final = frozenset({"r", "b", "u", "br", "rb"})
 
-# One token after optional whitespace. Strings and `<...>` reprs only have their opening
+# One token after optional whitespace. The exponent's digits are optional so that `1e-` cut off
+# by the end of the text is one (truncated) token rather than a number followed by garbage. Strings and `<...>` reprs only have their opening
 # character matched here; their bodies are scanned separately so an escaped quote or a nested
 # `<locals>` cannot end them early. Possessive quantifiers keep every match free of backtracking.
 _TOKEN = re.compile(
     r"""\s*+(?:
-      (?P<number>-?(?:\d++(?:\.\d*+)?(?:[eE][+-]?\d++)?j?|inf\b|nan\b))
+      (?P<number>-?(?:\d++(?:\.\d*+)?(?:[eE][+-]?\d*+)?j?|inf\b|nan\b))
     | (?P<ident>[A-Za-z_]\w*+(?:\.[A-Za-z_]\w*+)*+)
     | (?P<quote>['"])
     | (?P<angle><)

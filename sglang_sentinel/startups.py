@@ -187,7 +187,7 @@ class StartupTracker:
     # -- feeding ------------------------------------------------------------------------------
 
     def feed(self, entry: JournalEntry) -> None:
-        if entry.from_pid1 or entry.message_id is not None and entry.invocation_id is None:
+        if entry.from_pid1 or (entry.message_id is not None and entry.invocation_id is None):
             self._feed_manager_line(entry)
         else:
             self._feed_service_line(entry)
@@ -200,16 +200,14 @@ class StartupTracker:
             mid is None and (msg.startswith("Starting ") or msg.startswith("Started "))
         )
         if starting:
-            inv = entry.invocation_id or self._synthetic_id(entry.unit, entry.realtime_us)
-            if mid == UNIT_STARTED or msg.startswith("Started "):
-                # Without invocation ids, "Started" always opens a new startup.
-                if entry.invocation_id is None:
-                    current = self._builders.get(self._current.get(entry.unit, ""))
-                    if current is not None and current.rule_hits:
-                        inv = self._synthetic_id(entry.unit, entry.realtime_us)
-                    elif current is not None:
-                        inv = current.invocation_id
-            self._builder(entry.unit, inv, ts)
+            if entry.invocation_id:
+                self._builder(entry.unit, entry.invocation_id, ts)
+                return
+            # Without invocation ids, "Starting" and the "Started" after it open one startup.
+            current = self._builders.get(self._current.get(entry.unit, ""))
+            fresh = current is not None and not current.rule_hits and current.outcome == "starting"
+            if not fresh:
+                self._builder(entry.unit, self._synthetic_id(entry.unit, entry.realtime_us), ts)
             return
         b = self._builder_for_manager(entry)
         if b is None:

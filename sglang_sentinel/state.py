@@ -6,6 +6,7 @@ cursor, so a crash at any moment loses nothing and repeats nothing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -73,7 +74,9 @@ class StateStore:
             if not readonly:
                 state_dir.mkdir(parents=True, exist_ok=True, mode=0o750)
             elif not self.path.exists():
-                raise StateError(f"no state in {state_dir} (run `sentinel scan` or `sentinel run` first)")
+                raise StateError(
+                    f"no state in {state_dir} (run `sentinel scan` or `sentinel run` first)"
+                )
             # check_same_thread=False: scrape threads share it under the collector's lock.
             self._db = sqlite3.connect(
                 self.path, timeout=10, isolation_level=None, check_same_thread=False
@@ -91,7 +94,9 @@ class StateStore:
         except sqlite3.Error as exc:
             raise StateError(f"cannot use state database {self.path}: {exc}") from exc
         except OSError as exc:
-            raise StateError(f"cannot use state directory {state_dir}: {exc.strerror or exc}") from exc
+            raise StateError(
+                f"cannot use state directory {state_dir}: {exc.strerror or exc}"
+            ) from exc
 
     def close(self) -> None:
         self._db.close()
@@ -104,17 +109,16 @@ class StateStore:
             row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             if row is None:
                 self._db.execute(
-                    "INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                    "INSERT INTO meta (key, value) VALUES ('schema_version', ?)",
+                    (str(SCHEMA_VERSION),),
                 )
             elif int(row[0]) > SCHEMA_VERSION:
                 raise StateError(
                     f"{self.path} has schema version {row[0]}, newer than this sentinel "
                     f"understands ({SCHEMA_VERSION}); upgrade sglang-sentinel"
                 )
-        try:
+        with contextlib.suppress(OSError):
             os.chmod(self.path, 0o640)
-        except OSError:
-            pass
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -218,7 +222,9 @@ class StateStore:
     def startups(self, units: Iterable[str] | None = None) -> list[StartupRecord]:
         """Records oldest first, optionally only of `units`."""
         if units is None:
-            rows = self._db.execute("SELECT record FROM startups ORDER BY started_at, invocation_id")
+            rows = self._db.execute(
+                "SELECT record FROM startups ORDER BY started_at, invocation_id"
+            )
         else:
             units = list(units)
             marks = ",".join("?" * len(units))
@@ -243,7 +249,9 @@ class StateStore:
             return records[-1]
         prefix = ref.lower()
         if len(prefix) < 6 or any(c not in "0123456789abcdef" for c in prefix):
-            raise UsageError(f"startup {ref!r}: give `latest` or at least 6 hex digits of an invocation id")
+            raise UsageError(
+                f"startup {ref!r}: give `latest` or at least 6 hex digits of an invocation id"
+            )
         hits = [r for r in records if r.invocation_id.startswith(prefix)]
         if not hits:
             raise UsageError(f"no startup with invocation id starting {ref!r}")
@@ -278,14 +286,18 @@ class StateStore:
         return {str(o): int(n) for o, n in rows}
 
     def baseline_id(self, unit: str) -> str | None:
-        row = self._db.execute("SELECT invocation_id FROM baselines WHERE unit=?", (unit,)).fetchone()
+        row = self._db.execute(
+            "SELECT invocation_id FROM baselines WHERE unit=?", (unit,)
+        ).fetchone()
         return str(row[0]) if row else None
 
     def baselines(self) -> dict[str, tuple[str, float]]:
         rows = self._db.execute("SELECT unit, invocation_id, pinned_at FROM baselines").fetchall()
         return {str(u): (str(i), float(t)) for u, i, t in rows}
 
-    def comparison_row(self, invocation_id: str) -> tuple[str | None, str | None, list[Finding]] | None:
+    def comparison_row(
+        self, invocation_id: str
+    ) -> tuple[str | None, str | None, list[Finding]] | None:
         row = self._db.execute(
             "SELECT baseline_id, baseline_kind, findings FROM comparisons WHERE invocation_id=?",
             (invocation_id,),

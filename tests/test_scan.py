@@ -57,7 +57,9 @@ def test_seed_fixture_two_ready_startups_with_the_documented_facts(
     assert f1["attention_backend"] == "flashinfer"
     assert f1["context_len"] == 262144 and f1["chunked_prefill_size"] == 8192
     # The MoE warnings are present in both startups: present, but not new.
-    assert len(f1["moe_config_missing"]) == 2 and f1["moe_config_missing"] == f2["moe_config_missing"]
+    assert (
+        len(f1["moe_config_missing"]) == 2 and f1["moe_config_missing"] == f2["moe_config_missing"]
+    )
     assert first["baseline"] is None and first["findings"] == []
     assert second["baseline"] == {"invocation_id": SEED_1, "kind": "previous"}
     checks = {f["check"]: f for f in second["findings"]}
@@ -117,7 +119,10 @@ def test_human_report_names_the_regression(
     assert "vs previous ready startup 6a1f0c2e" in out
     assert "CRITICAL  max_running_requests 48 → 26 (−46 %)" in out
     assert "WARNING   KV cache tokens 507050 → 277552 (−45 %)" in out
-    assert "+--enable-flashinfer-allreduce-fusion +--enable-fused-moe-sum-all-reduce; free GPU memory at load 93.72 → 87.07 GB" in out
+    assert (
+        "+--enable-flashinfer-allreduce-fusion +--enable-fused-moe-sum-all-reduce; free GPU memory at load 93.72 → 87.07 GB"
+        in out
+    )
 
 
 def test_pin_check_and_diff(
@@ -178,7 +183,7 @@ def test_bad_input_is_one_line_and_exit_2(
     scan_json(capsys, seed_journal_dir, state)
     if argv[0] != "frobnicate":
         argv = [*argv, "--state-dir", str(state)]
-    code, out, err = run_cli(capsys, *argv)
+    code, _, err = run_cli(capsys, *argv)
     assert code == 2
     assert needle in err
     assert "Traceback" not in err
@@ -212,26 +217,48 @@ def test_corrupt_rules_file_from_config_lists_problems(
     config = tmp_path / "config.yaml"
     config.write_text(f"rules:\n  dirs: [{rules}]\n")
     code, _, err = run_cli(
-        capsys, "scan", "--config", str(config), "--journal-dir", str(seed_journal_dir),
-        "--state-dir", str(tmp_path / "s"),
+        capsys,
+        "scan",
+        "--config",
+        str(config),
+        "--journal-dir",
+        str(seed_journal_dir),
+        "--state-dir",
+        str(tmp_path / "s"),
     )
     assert code == 2
     assert "bad.yaml:broken:" in err
     assert "Traceback" not in err
 
 
-def test_json_stdout_is_only_json_when_run_as_a_program(seed_journal_dir: Path, tmp_path: Path) -> None:
+def test_json_stdout_is_only_json_when_run_as_a_program(
+    seed_journal_dir: Path, tmp_path: Path
+) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "sglang_sentinel.cli", "scan", "--journal-dir", str(seed_journal_dir),
-         "--state-dir", str(tmp_path / "s"), "--json"],
-        capture_output=True, text=True, check=False, env={**os.environ, "SENTINEL_STATE_DIR": ""},
+        [
+            sys.executable,
+            "-m",
+            "sglang_sentinel.cli",
+            "scan",
+            "--journal-dir",
+            str(seed_journal_dir),
+            "--state-dir",
+            str(tmp_path / "s"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "SENTINEL_STATE_DIR": ""},
     )
     assert result.returncode == 0, result.stderr
     assert len(json.loads(result.stdout)["startups"]) == 2
 
 
 def test_state_dir_from_environment(
-    capsys: pytest.CaptureFixture[str], seed_journal_dir: Path, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    seed_journal_dir: Path,
+    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("SENTINEL_STATE_DIR", str(tmp_path / "env-state"))

@@ -25,7 +25,9 @@ def server_args_0523(prefill_backend: str = "breakable", api_key: str = "sk-secr
     )
 
 
-def startup_0523(script: StartupScript, *, mrr: int, kv: int, prefill: bool = True) -> StartupScript:
+def startup_0523(
+    script: StartupScript, *, mrr: int, kv: int, prefill: bool = True
+) -> StartupScript:
     script.started("2026-10-30 10:00:00")
     script.line(server_args_0523("breakable" if prefill else "disabled"))
     for tp in (0, 1):
@@ -118,17 +120,21 @@ def test_crash_loop_records_every_failed_startup_with_its_reason(
         s.line(
             f"[2026-03-10 10:0{i}:20 TP0] Scheduler hit an exception: Traceback (most recent call last):"
         )
-        s.line("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
-               "Current value: mem_fraction_static=0.93", when=f"2026-03-10 10:0{i}:20")
+        s.line(
+            "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+            "Current value: mem_fraction_static=0.93",
+            when=f"2026-03-10 10:0{i}:20",
+        )
         s.process_exited(1, when=f"2026-03-10 10:0{i}:21")
         s.failed("exit-code", when=f"2026-03-10 10:0{i}:21")
         scripts.append(s)
     doc = scan(capsys, journal_of(tmp_path, *scripts), tmp_path)
     assert [s["outcome"] for s in doc["startups"]] == ["failed"] * 3
     for s in doc["startups"]:
-        assert "Scheduler hit an exception" in s["failure_reason"] or "Not enough memory" in s[
-            "failure_reason"
-        ]
+        assert (
+            "Scheduler hit an exception" in s["failure_reason"]
+            or "Not enough memory" in s["failure_reason"]
+        )
         assert [f["check"] for f in s["findings"]] == ["startup_failed"]
     code = main(["check", "--state-dir", str(tmp_path / "s")])
     capsys.readouterr()
@@ -153,8 +159,10 @@ def test_normal_stop_after_ready_is_not_a_failure(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     s = startup_0523(StartupScript(cmdline=CMD), mrr=10, kv=1000)
-    s.line("[2026-10-30 11:00:00] SIGTERM received. signum=None frame=None. Draining requests and "
-           "shutting down...")
+    s.line(
+        "[2026-10-30 11:00:00] SIGTERM received. signum=None frame=None. Draining requests and "
+        "shutting down..."
+    )
     s.process_exited(1, when="2026-10-30 11:00:01")  # killed by itself; status is irrelevant
     s.failed("signal", when="2026-10-30 11:00:01")
     doc = scan(capsys, journal_of(tmp_path, s), tmp_path)
@@ -206,8 +214,9 @@ def test_several_units_on_one_host(capsys: pytest.CaptureFixture[str], tmp_path:
     a = startup_0523(StartupScript(unit="sglang-a.service", cmdline=CMD), mrr=11, kv=1000)
     b = startup_0523(StartupScript(unit="sglang-b.service", cmdline=CMD), mrr=22, kv=2000)
     other = startup_0523(StartupScript(unit="unwatched.service", cmdline=CMD), mrr=33, kv=3000)
-    doc = scan(capsys, journal_of(tmp_path, a, b, other), tmp_path,
-               "sglang-a.service", "sglang-b.service")
+    doc = scan(
+        capsys, journal_of(tmp_path, a, b, other), tmp_path, "sglang-a.service", "sglang-b.service"
+    )
     got = {s["unit"]: s["facts"]["max_running_requests"] for s in doc["startups"]}
     assert got == {"sglang-a.service": 11, "sglang-b.service": 22}
 
