@@ -39,7 +39,10 @@ _VALUE: Final = 2  # expecting the value after ':' or '='
 _SEP: Final = 3  # expecting ',' or the closing bracket
 
 _CLOSERS: Final = {"(": ")", "[": "]", "{": "}"}
-_KEYWORDS: Final[Mapping[str, Any]] = MappingProxyType({"True": True, "False": False, "None": None})
+# `inf` and `nan` are names, not numbers, so that a field called `nan` still parses as a keyword.
+_KEYWORDS: Final[Mapping[str, Any]] = MappingProxyType(
+    {"True": True, "False": False, "None": None, "inf": math.inf, "nan": math.nan}
+)
 _STRING_PREFIXES: Final = frozenset({"r", "b", "u", "br", "rb"})
 
 # One token after optional whitespace. The exponent's digits are optional so that `1e-` cut off
@@ -48,7 +51,7 @@ _STRING_PREFIXES: Final = frozenset({"r", "b", "u", "br", "rb"})
 # `<locals>` cannot end them early. Possessive quantifiers keep every match free of backtracking.
 _TOKEN = re.compile(
     r"""\s*+(?:
-      (?P<number>-?(?:\d++(?:\.\d*+)?(?:[eE][+-]?\d*+)?j?|inf\b|nan\b))
+      (?P<number>-?\d++(?:\.\d*+)?(?:[eE][+-]?\d*+)?j?|-inf\b|-nan\b)
     | (?P<ident>[A-Za-z_]\w*+(?:\.[A-Za-z_]\w*+)*+)
     | (?P<quote>['"])
     | (?P<angle><)

@@ -1,0 +1,96 @@
+"""A stand-in SGLang server: prints one seed-fixture startup to stdout, line by line.
+
+Run inside a unit's cgroup (`LiveJournald.run_in_unit`) its stdout becomes that unit's journal
+entries, as a real `python -m sglang.launch_server` under systemd would produce them:
+
+    python tests/standin_sglang.py --startup 1 [--delay-ms 3] [--decode N ...] [SGLang flags...]
+
+Unknown arguments (e.g. `--tp-size 4 --api-key ...`) are accepted and ignored, so the process's
+command line (journald's `_CMDLINE`) can look like SGLang's. PID 1's lines in the fixture
+(Started/Stopping/Stopped/Deactivated/Consumed ...) are skipped: a stand-in is not PID 1.
+`\\r` and `\\x1b` in the fixture are written as the real CR and ESC bytes.
+
+`--decode N` then prints N `Decode batch` lines whose gen throughput is unique per line
+(`--decode-base + i`), `--decode-interval-ms` apart, and appends `i<TAB>time.time()` of each
+write (taken right before the write) to `--write-times FILE`: the benchmark's marker lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import journaltools  # noqa: E402  (tests/ is not a package)
+
+LOGS = {1: "startup-1-baseline.log", 2: "startup-2-flags-added.log"}
+UNIT = "sglang-qwen.service"
+
+# The fixture's PID-1 lines about the unit (systemd writes these, never the service).
+_PID1 = re.compile(
+    rb"^(Starting |Started |Stopping |Stopped |Failed to start )"
+    rb"|^[\w@.:-]+\.service: (Deactivated successfully|Consumed |Failed with result"
+    rb"|Main process exited)"
+)
+
+DECODE = (
+    "[{when} TP0] Decode batch, #running-req: 3, #full token: 13520, full token usage: 0.03, "
+    "mamba num: 6, mamba usage: 0.04, cuda graph: True, gen throughput (token/s): {value:.2f}, "
+    "#queue-req: 0"
+)
+
+
+def service_lines(startup: int) -> list[bytes]:
+    """The fixture's lines for `startup` that the service itself prints (PID 1's removed)."""
+    path = journaltools.seed_fixture_dir() / LOGS[startup]
+    return [raw for _, raw in journaltools.read_fixture_log(path) if not _PID1.match(raw)]
+
+
+def _pause(seconds: float) -> None:
+    if seconds > 0:
+        time.sleep(seconds)  # pacing of the output itself, not synchronisation
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--startup", type=int, choices=sorted(LOGS), required=True)
+    parser.add_argument("--delay-ms", type=float, default=3.0, help="pause between lines")
+    parser.add_argument("--decode", type=int, default=0, help="marker decode lines after the log")
+    parser.add_argument("--decode-base", type=float, default=10_000.0)
+    parser.add_argument("--decode-interval-ms", type=float, default=30.0)
+    parser.add_argument("--write-times", type=Path)
+    args, _sglang_flags = parser.parse_known_args(argv)
+
+    out = sys.stdout.buffer
+    delay = args.delay_ms / 1000
+    for raw in service_lines(args.startup):
+        out.write(raw + b"\n")
+        out.flush()
+        _pause(delay)
+
+    if args.decode:
+        times = args.write_times.open("a", encoding="ascii") if args.write_times else None
+        try:
+            for i in range(args.decode):
+                when = time.strftime("%Y-%m-%d %H:%M:%S")
+                line = DECODE.format(when=when, value=args.decode_base + i).encode() + b"\n"
+                t = time.time()
+                out.write(line)
+                out.flush()
+                if times is not None:
+                    times.write(f"{i}\t{t!r}\n")
+                    times.flush()
+                _pause(args.decode_interval_ms / 1000)
+        finally:
+            if times is not None:
+                times.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
