@@ -173,6 +173,10 @@ class AlertPusher:
         self._post = opener
         self._resend = float(config.resend_interval_seconds)
         self._backoff_initial = min(backoff_initial_seconds, self._resend)
+        # 0 would make the socket non-blocking (every push fails at once); None would let a hung
+        # Alertmanager stall the worker for good. The interval is the validated upper bound.
+        timeout = float(config.timeout_seconds)
+        self._timeout = timeout if timeout > 0 else self._resend
         self._targets = [_target(url) for url in config.urls]
         self._alerts: dict[AlertKey, _Alert] = {}
         self._pending: tuple[Comparison, ...] | None = None
@@ -352,7 +356,7 @@ class AlertPusher:
     ) -> None:
         body = json.dumps(alerts, ensure_ascii=False).encode("utf-8")
         try:
-            status, text = self._post(target.endpoint, body, headers, self._config.timeout_seconds)
+            status, text = self._post(target.endpoint, body, headers, self._timeout)
         except Exception as exc:  # any transport failure (or opener bug) is one failed push
             self._failed(target, len(alerts), error=_describe_error(exc))
             return

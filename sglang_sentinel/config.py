@@ -115,14 +115,18 @@ _KEYS: Final[Mapping[str, str]] = {
     "{checks: {cuda_graph_disabled: {severity: warning}}}",
     "log.format": "auto (JSON lines unless stderr is a terminal), json or console",
     "log.level": "lowest level logged: debug, info, warning or error",
-    "alertmanager.urls": "Alertmanager base URLs http(s)://host[:port][/path]; empty = no pushes",
+    "alertmanager.urls": "Alertmanager URLs http(s)://host[:port][/path]; /api/v2/alerts is "
+    "appended unless the path ends with it; empty = no pushes",
     "alertmanager.resend_interval_seconds": "how often firing alerts are pushed again (5..600 s)",
     "alertmanager.timeout_seconds": "HTTP timeout of one push (at most the resend interval)",
     "alertmanager.resolve_resend_seconds": "how long a resolved alert keeps being pushed as "
     "resolved, so a restarted or unreachable Alertmanager still learns it ended",
-    "alertmanager.generator_url": "generatorURL set on every alert (e.g. a dashboard link)",
-    "alertmanager.external_labels": "labels added to every alert (e.g. host, cluster)",
-    "alertmanager.bearer_token_file": "file whose content is sent as 'Authorization: Bearer ...'",
+    "alertmanager.generator_url": "generatorURL set on every alert (e.g. a dashboard link); "
+    "null = this sentinel's /metrics",
+    "alertmanager.external_labels": "labels added to every alert (e.g. cluster); never override "
+    "the alert's own alertname, unit, check, severity, instance",
+    "alertmanager.bearer_token_file": "file whose content (trimmed) is sent as "
+    "'Authorization: Bearer ...'; read at every push, so a rotated token needs no restart",
     "checkpoint_interval_seconds": "how often the journal cursor is saved while no line matches",
     "max_replay_age_seconds": "skip entries older than this on a cursor replay or first start; "
     "null = from the start of the current boot",
@@ -213,12 +217,14 @@ def _seconds(value: Any) -> float:
     raise _Invalid(f"expected seconds or a duration like '30s', '2m', '1h'; got {_describe(value)}")
 
 
-def _duration(low: float, high: float | None = None) -> Callable[[Any, str], float]:
-    """A converter for a duration in seconds; `low` itself is excluded when it is 0."""
+def _duration(
+    low: float, high: float | None = None, *, zero: bool = False
+) -> Callable[[Any, str], float]:
+    """A converter for a duration in seconds; a `low` of 0 is excluded unless `zero` is set."""
 
     def convert(value: Any, path: str) -> float:
         seconds = _seconds(value)
-        if low == 0 and seconds <= 0:
+        if low == 0 and not zero and seconds <= 0:
             raise _Invalid(f"must be more than 0 seconds, got {_describe(value)}")
         if seconds < low or (high is not None and seconds > high):
             bounds = f"between {_num(low)} and {_num(high)}" if high else f"at least {_num(low)}"
@@ -323,7 +329,8 @@ class _Checker:
         while probe:
             if probe in self._sources:
                 return self._sources[probe]
-            probe = re.sub(r"(\[\d+\]|\.[^.\[]*|^[^.\[]*)$", "", probe, count=1)
+            # Drop the last component; always shrinks, whatever odd characters a key holds.
+            probe = probe[: max(probe.rfind("."), probe.rfind("["), 0)]
         return None
 
     def problem(self, path: str, message: str, *, origin: str | None = None) -> None:
@@ -507,7 +514,11 @@ class _Checker:
             resend_interval_seconds=resend,
             timeout_seconds=timeout,
             resolve_resend_seconds=self.take(
-                am, "resolve_resend_seconds", p, d.resolve_resend_seconds, _duration(0, 86400)
+                am,
+                "resolve_resend_seconds",
+                p,
+                d.resolve_resend_seconds,
+                _duration(0, 86400, zero=True),
             ),
             generator_url=self.take(am, "generator_url", p, d.generator_url, _url(strict=False)),
             external_labels=self.take(am, "external_labels", p, d.external_labels, self.labels),
@@ -535,6 +546,19 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def _yaml_problem(exc: yaml.YAMLError, text: str) -> str:
+    if isinstance(exc, yaml.reader.ReaderError):
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        return (
+            f"line {line}, column {column}: invalid YAML: character #x{exc.character:04x} "
+            f"is not allowed"
+        )
+    mark = getattr(exc, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+    return f"{where}invalid YAML: {getattr(exc, 'problem', None) or exc}"
+
+
 def _read_file(path: Path, *, must_exist: bool, problems: list[str]) -> dict[Any, Any]:
     try:
         text = path.read_bytes().decode("utf-8")
@@ -548,19 +572,19 @@ def _read_file(path: Path, *, must_exist: bool, problems: list[str]) -> dict[Any
     except OSError as exc:
         problems.append(f"cannot read config file {path}: {exc.strerror or exc}")
         return {}
-    loader = _UniqueKeyLoader(text)
-    loader.duplicates = []
+    duplicates: list[str] = []
     try:
-        data = loader.get_single_data()
+        # The constructor already reads the text and rejects control characters.
+        loader = _UniqueKeyLoader(text)
+        loader.duplicates = duplicates
+        try:
+            data = loader.get_single_data()
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        what = getattr(exc, "problem", None) or str(exc)
-        problems.append(f"{path}: {where}invalid YAML: {what}")
+        problems.append(f"{path}: {_yaml_problem(exc, text)}")
         return {}
-    finally:
-        loader.dispose()
-    problems.extend(f"{path}: {dup}" for dup in loader.duplicates)
+    problems.extend(f"{path}: {dup}" for dup in duplicates)
     if data is None:  # an empty file, or only comments
         return {}
     if not isinstance(data, dict):

@@ -219,8 +219,13 @@ class Daemon:
         poller.register(self.source.fileno(), self.source.reader.get_events())
         poller.register(wake_r, select.POLLIN)
         self._drain()  # catch up with what is already there
+        longest_sleep_s = HOUSEKEEPING_S
+        if self._watchdog_s:
+            # Wake often enough to ping at half the interval even when the journal is idle;
+            # a quarter leaves room for timer slack (a wake at 99 ms must not skip a ping).
+            longest_sleep_s = min(longest_sleep_s, self._watchdog_s / 4)
         while not self._stop:
-            timeout_ms = int(HOUSEKEEPING_S * 1000)
+            timeout_ms = max(1, int(longest_sleep_s * 1000))
             jt = self.source.reader.get_timeout_ms()
             if jt is not None and jt >= 0:
                 timeout_ms = min(timeout_ms, jt)

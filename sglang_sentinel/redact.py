@@ -150,8 +150,9 @@ def redact_value(key: str, value: Any) -> Any:
     """Return `value` with secrets replaced: all of it if `key` is secret, else what is inside.
 
     None stays None (an unset secret is useful to see). Strings lose URL passwords and the values
-    of secret `name=value` / `"name": value` pairs; a string that looks like JSON is parsed and its
-    secret keys redacted recursively, or, if it does not parse but names a secret, replaced whole.
+    of secret `name=value` / `"name": value` pairs; a string that is nothing but an `sk-...` or
+    `hf_...` token is replaced; a string that looks like JSON is parsed and its secret keys
+    redacted recursively, or, if it does not parse but names a secret, replaced whole.
     Dicts, lists and tuples are walked; their containers are rebuilt, never mutated.
     """
     try:

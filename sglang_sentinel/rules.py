@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -150,6 +150,9 @@ def split_prefix(message: str) -> tuple[str, Rank]:
 
 
 def _parse_rank(ranks: str) -> Rank:
+    common = _COMMON_RANKS.get(ranks)
+    if common is not None:
+        return common
     values: dict[str, int] = {}
     for part in ranks.split():
         parsed = _RANK_PART_RE.match(part)
@@ -158,29 +161,168 @@ def _parse_rank(ranks: str) -> Rank:
     return Rank(dp=values.get("DP"), pp=values.get("PP"), tp=values.get("TP"), ep=values.get("EP"))
 
 
-def _build_gate(literals: Iterable[str]) -> re.Pattern[str] | None:
-    """One alternation of every `contains` literal, longest first.
+# Characters ordered from most to least common in journal text (English prose, numbers, SGLang
+# prefixes, uvicorn access lines); anything not listed counts as rarest. Only used to pick gate
+# keys, so a poor guess costs speed, never correctness.
+_COMMON_CHARS: Final = (
+    " etaoinsr0123456789hldcum.:,-_pf=gwyb/()[]vkTPGBINFO'\"SEACRDLMUHxjqzKVWYXQJZ"
+)
+_GATE_KEY_LEN: Final = 8
+_META: Final = frozenset(".^$*+?{}[]()|\\")
 
-    Measured against `any(lit in s for lit in literals)` on realistic journal lines this is
-    several times faster: sre skips positions whose character cannot start any literal and
-    rejects the other branches on their first character.
+
+def _gate_key(literal: str) -> str:
+    """The substring of `literal` that starts at its rarest character (a necessary condition).
+
+    sre scans for the first characters of a pattern's branches and tries the branches only
+    there, so keys that start with rare characters make the gate skip almost every position.
     """
-    unique = sorted(set(literals), key=lambda lit: (-len(lit), lit))
-    if not unique:
-        return None
-    return re.compile("|".join(re.escape(lit) for lit in unique))
+    size = min(_GATE_KEY_LEN, len(literal))
+    rank = {c: i for i, c in enumerate(_COMMON_CHARS)}
+    start = max(
+        range(len(literal) - size + 1),
+        key=lambda i: (rank.get(literal[i], len(_COMMON_CHARS)), -i),
+    )
+    return literal[start : start + size]
+
+
+def _trie_pattern(keys: Sequence[str]) -> str:
+    """A regex matching any of `keys`, factored by common prefixes so sre branches less."""
+    heads: dict[str, list[str]] = {}
+    optional = False
+    for key in sorted(set(keys)):
+        if key:
+            heads.setdefault(key[0], []).append(key[1:])
+        else:
+            optional = True
+    parts = [re.escape(head) + _trie_pattern(tails) for head, tails in heads.items()]
+    if not parts:
+        return ""
+    body = parts[0] if len(parts) == 1 and not optional else "(?:" + "|".join(parts) + ")"
+    return body + "?" if optional else body
+
+
+def _build_gate(literals: Iterable[str]) -> re.Pattern[str] | None:
+    """A search pattern that finds every line containing one of `literals` (and a few more)."""
+    keys = {_gate_key(literal) for literal in literals}
+    return re.compile(_trie_pattern(sorted(keys))) if keys else None
+
+
+def _anchored_prefix(pattern: str) -> str:
+    """The literal text every match of a `^`-anchored pattern starts with, or "" when unsure.
+
+    Deliberately conservative: reads literal characters (stepping into a leading group that is
+    neither quantified nor an alternation) and stops at the first other metacharacter; a
+    character followed by a quantifier is dropped.
+    """
+    if not pattern.startswith("^") or _scan_group(pattern, 1)[1]:
+        return ""
+    prefix: list[str] = []
+    i = 1
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "(":
+            inner = _group_content_start(pattern, i)
+            close, has_bar = _scan_group(pattern, inner) if inner else (None, True)
+            if close is None or has_bar or pattern[close + 1 : close + 2] in _QUANTIFIERS:
+                break
+            i = inner
+            continue
+        if char == "\\":
+            escaped = pattern[i + 1 : i + 2]
+            if not escaped or escaped.isalnum() or (escaped.isspace() and escaped != " "):
+                break  # \d, \A, \1 ... are not literals
+            char, step = escaped, 2
+        elif char in _META:
+            break
+        else:
+            step = 1
+        if pattern[i + step : i + step + 1] in _QUANTIFIERS:
+            break
+        prefix.append(char)
+        i += step
+    return "".join(prefix)
+
+
+_QUANTIFIERS: Final = frozenset("*+?{")
+
+
+def _group_content_start(pattern: str, i: int) -> int | None:
+    """Where the content of the group opening at `i` starts; None for lookarounds and flags."""
+    if pattern.startswith("(?:", i):
+        return i + 3
+    if pattern.startswith("(?P<", i):
+        end = pattern.find(">", i)
+        return end + 1 if end > 0 else None
+    return i + 1 if not pattern.startswith("(?", i) else None
+
+
+def _scan_group(pattern: str, start: int) -> tuple[int | None, bool]:
+    """From `start` inside a group: the index of its closing paren (None at the pattern end) and
+    whether the group has a `|` of its own."""
+    depth = 0
+    has_bar = False
+    in_class = False
+    i = start
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+            i += 2 if pattern.startswith("[]", i) else 3 if pattern.startswith("[^]", i) else 1
+            continue  # a ] right after [ or [^ is a literal inside the class
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            if depth == 0:
+                return i, has_bar
+            depth -= 1
+        elif char == "|" and depth == 0:
+            has_bar = True
+        i += 1
+    return None, has_bar
+
+
+# Ranks as most deployments print them, parsed once at import (a frozen mapping, not a cache).
+_COMMON_RANKS: Final[Mapping[str, Rank]] = MappingProxyType(
+    {
+        **{f" TP{t}": Rank(tp=t) for t in range(64)},
+        **{f" DP{d} TP{t}": Rank(dp=d, tp=t) for d in range(16) for t in range(16)},
+        **{f" TP{t} EP{t}": Rank(tp=t, ep=t) for t in range(64)},
+        **{f" DP{d}": Rank(dp=d) for d in range(64)},
+    }
+)
+
+
+_DECORATION_WORDS: Final = ("DEBUG ", "INFO ", "WARNING ", "ERROR ", "CRITICAL ")
 
 
 @dataclass(frozen=True, slots=True)
 class RuleSet:
-    """An immutable, validated set of rules that turns a journal message into rule matches."""
+    """An immutable, validated set of rules that turns a journal message into rule matches.
+
+    Two pre-filters keep the no-match path short. Rules whose regex is `^`-anchored with a
+    literal start ("head" rules, most of the pack) are indexed by their first `_head_len`
+    characters, so a line costs a dict lookup on its body head whatever its length. The other
+    rules are found by one gate regex over the raw message (see `_build_gate`). Both are
+    necessary conditions only; a line that passes either takes the exact path: strip the
+    prefix, check each candidate's `contains`, run its regex.
+    """
 
     rules: tuple[Rule, ...]
     _by_id: Mapping[str, Rule] = field(init=False, repr=False, compare=False)
+    _head_len: int = field(init=False, repr=False, compare=False)
+    _heads: Mapping[str, tuple[tuple[str, Rule], ...]] = field(
+        init=False, repr=False, compare=False
+    )
     _buckets: tuple[tuple[str, tuple[Rule, ...]], ...] = field(
         init=False, repr=False, compare=False
     )
-    _gate: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    _may_match: Callable[[str], bool] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         rules = tuple(self.rules)
@@ -189,16 +331,26 @@ class RuleSet:
             if rule.id in by_id:
                 raise RuleError([f"{rule.source}:{rule.id}: duplicate rule id in one rule set"])
             by_id[rule.id] = rule
-        # Rules sharing a literal are tried together after a single `in` check.
-        buckets: dict[str, list[Rule]] = {}
+        prefixes = {rule.id: _anchored_prefix(rule.regex.pattern) for rule in rules}
+        head_len = min((len(p) for p in prefixes.values() if p), default=0)
+        heads: dict[str, list[tuple[str, Rule]]] = {}
+        buckets: dict[str, list[Rule]] = {}  # rules sharing a literal share one `in` check
         for rule in rules:
-            buckets.setdefault(rule.contains, []).append(rule)
+            prefix = prefixes[rule.id]
+            if prefix:
+                heads.setdefault(prefix[:head_len], []).append((prefix, rule))
+            else:
+                buckets.setdefault(rule.contains, []).append(rule)
         object.__setattr__(self, "rules", rules)
         object.__setattr__(self, "_by_id", MappingProxyType(by_id))
+        object.__setattr__(self, "_head_len", head_len)
         object.__setattr__(
-            self, "_buckets", tuple((lit, tuple(group)) for lit, group in buckets.items())
+            self, "_heads", MappingProxyType({k: tuple(v) for k, v in heads.items()})
         )
-        object.__setattr__(self, "_gate", _build_gate(buckets))
+        object.__setattr__(self, "_buckets", tuple((k, tuple(v)) for k, v in buckets.items()))
+        object.__setattr__(
+            self, "_may_match", _prefilter(frozenset(heads), head_len, _build_gate(buckets))
+        )
 
     def get(self, rule_id: str) -> Rule | None:
         """The rule with this id, or None."""
@@ -211,10 +363,7 @@ class RuleSet:
 
     def match(self, message: str) -> list[RuleMatch]:
         """Every rule that matches one journal message, with its typed facts and the line's rank."""
-        gate = self._gate
-        # The gate runs on the raw message: a literal in the body is also in the message, so
-        # the prefix is parsed only for the few lines that may match.
-        if gate is None or gate.search(message) is None:
+        if not self._may_match(message):
             return []
         body, rank = split_prefix(message)
         return self.match_body(body, rank)
@@ -222,13 +371,52 @@ class RuleSet:
     def match_body(self, body: str, rank: Rank = _NO_RANK) -> list[RuleMatch]:
         """Every rule that matches an already-stripped line body."""
         matches: list[RuleMatch] = []
+        candidates = self._heads.get(body[: self._head_len])
+        if candidates is not None:
+            for prefix, rule in candidates:
+                if body.startswith(prefix) and rule.contains in body:
+                    self._apply(rule, body, rank, matches)
         for literal, rules in self._buckets:
             if literal in body:
                 for rule in rules:
-                    facts = rule.apply(body)
-                    if facts is not None:
-                        matches.append(RuleMatch(rule.id, MappingProxyType(facts), rank))
+                    self._apply(rule, body, rank, matches)
         return matches
+
+    @staticmethod
+    def _apply(rule: Rule, body: str, rank: Rank, matches: list[RuleMatch]) -> None:
+        facts = rule.apply(body)
+        if facts is not None:
+            matches.append(RuleMatch(rule.id, MappingProxyType(facts), rank))
+
+
+def _prefilter(
+    heads: frozenset[str], size: int, gate: re.Pattern[str] | None
+) -> Callable[[str], bool]:
+    """The no-match fast path: False only when no rule can match `message`.
+
+    A closure over locals because this runs on every journal line and attribute and global
+    lookups are a measurable part of its cost.
+    """
+    search = gate.search if gate is not None else None
+    decorations = _DECORATION_WORDS
+
+    def may_match(message: str) -> bool:
+        if heads:
+            # The body starts at the message start, or after the first "] " when the message
+            # has a prefix; a pre-logger decoration there sends the line down the exact path.
+            if message[:size] in heads:
+                return True
+            if message.startswith("["):
+                end = message.find("] ") + 2
+                if end > 1 and (
+                    message[end : end + size] in heads or message.startswith(decorations, end)
+                ):
+                    return True
+            elif message.startswith(decorations):
+                return True
+        return search is not None and search(message) is not None
+
+    return may_match
 
 
 def default_rules_dir() -> Path:

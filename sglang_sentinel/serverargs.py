@@ -38,17 +38,18 @@ _COLON: Final = 1  # a brace saw a key, expecting ':' (or ',' / '}' for a set)
 _VALUE: Final = 2  # expecting the value after ':' or '='
 _SEP: Final = 3  # expecting ',' or the closing bracket
 
-_CLOSERS: Final = {"(": ")", "[": "]", "{": "}"}
+_CLOSERS: Final[Mapping[str, str]] = MappingProxyType({"(": ")", "[": "]", "{": "}"})
 # `inf` and `nan` are names, not numbers, so that a field called `nan` still parses as a keyword.
 _KEYWORDS: Final[Mapping[str, Any]] = MappingProxyType(
     {"True": True, "False": False, "None": None, "inf": math.inf, "nan": math.nan}
 )
 _STRING_PREFIXES: Final = frozenset({"r", "b", "u", "br", "rb"})
 
-# One token after optional whitespace. The exponent's digits are optional so that `1e-` cut off
-# by the end of the text is one (truncated) token rather than a number followed by garbage. Strings and `<...>` reprs only have their opening
+# One token after optional whitespace. Strings and `<...>` reprs only have their opening
 # character matched here; their bodies are scanned separately so an escaped quote or a nested
-# `<locals>` cannot end them early. Possessive quantifiers keep every match free of backtracking.
+# `<locals>` cannot end them early. The exponent's digits are optional so that `1e-` cut off by
+# the end of the text is one (truncated) token rather than a number followed by garbage.
+# Possessive quantifiers keep every match free of backtracking.
 _TOKEN = re.compile(
     r"""\s*+(?:
       (?P<number>-?\d++(?:\.\d*+)?(?:[eE][+-]?\d*+)?j?|-inf\b|-nan\b)
@@ -61,10 +62,12 @@ _TOKEN = re.compile(
     )""",
     re.VERBOSE,
 )
-_STRING_BODY: Final = {
-    "'": re.compile(r"(?:[^'\\]++|\\.)*+", re.DOTALL),
-    '"': re.compile(r'(?:[^"\\]++|\\.)*+', re.DOTALL),
-}
+_STRING_BODY: Final[Mapping[str, re.Pattern[str]]] = MappingProxyType(
+    {
+        "'": re.compile(r"(?:[^'\\]++|\\.)*+", re.DOTALL),
+        '"': re.compile(r'(?:[^"\\]++|\\.)*+', re.DOTALL),
+    }
+)
 _ESCAPE = re.compile(
     r"\\(?:x(?P<x>[0-9a-fA-F]{2})|u(?P<u>[0-9a-fA-F]{4})|U(?P<U>[0-9a-fA-F]{8})"
     r"|(?P<oct>[0-7]{1,3})|(?P<ch>.))",

@@ -205,6 +205,12 @@ def test_listen_forms(tmp_path: Path, written: str, host: str, port: int) -> Non
     assert str(config.listen) == written
 
 
+def test_resolve_resend_may_be_zero(tmp_path: Path) -> None:
+    """0 = a resolved alert is pushed once, not repeated."""
+    path = write(tmp_path, "alertmanager: {resolve_resend_seconds: 0}\n")
+    assert load_config(path, environ={}).alertmanager.resolve_resend_seconds == 0.0
+
+
 def test_relative_paths_in_the_file_are_relative_to_the_file(tmp_path: Path) -> None:
     path = write(tmp_path, "state_dir: state\njournal: {files: [j/a.journal]}\n")
     config = load_config(path, environ={})
@@ -227,6 +233,9 @@ MISTAKES = [
     ("alertmanager: {url: ['http://a']}\n",
      "alertmanager: unknown key 'url' (did you mean 'urls'?)"),
     ("colour: red\n", "unknown key 'colour'"),
+    ("'a[b': 1\n", "unknown key 'a[b'"),
+    ("log: {'x[.y': 1}\n", "log: unknown key 'x[.y'"),
+    ("1: x\n", "unknown key 1"),
     # wrong types
     ("units: sglang-qwen.service\n", "units: expected a list, got 'sglang-qwen.service'"),
     ("units: [42]\n", "units[0]: expected a unit name, got 42"),
@@ -258,6 +267,8 @@ MISTAKES = [
     ("checkpoint_interval_seconds: 2h\n",
      "checkpoint_interval_seconds: must be between 0 and 3600 seconds, got '2h'"),
     ("max_replay_age_seconds: -5\n", "max_replay_age_seconds: must be more than 0 seconds, got -5"),
+    ("alertmanager: {resolve_resend_seconds: -1}\n",
+     "alertmanager.resolve_resend_seconds: must be between 0 and 86400 seconds, got -1"),
     ("alertmanager: {external_labels: {bad-name: x}}\n",
      "alertmanager.external_labels: not a label name: 'bad-name'"),
     ("alertmanager: {external_labels: {__name__: x}}\n",
@@ -322,6 +333,13 @@ def test_duplicate_key_is_reported(tmp_path: Path) -> None:
     assert problems_of(path) == [
         f"{path}: line 3: duplicate key 'units' (first on line 1; the later value would "
         "silently win)"
+    ]
+
+
+def test_control_character_reports_line_and_column(tmp_path: Path) -> None:
+    path = write(tmp_path, "units: [a]\nlisten: \x1f\n")
+    assert problems_of(path) == [
+        f"{path}: line 2, column 9: invalid YAML: character #x001f is not allowed"
     ]
 
 

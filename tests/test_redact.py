@@ -6,6 +6,7 @@ import json
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,7 +43,7 @@ def test_fixture_fields_are_read() -> None:
     """Guard for the next test: both fixture lines yield the ~350 distinct field names."""
     names = fixture_field_names()
     assert len(names) > 340
-    assert REAL_SECRET_FIELDS <= names
+    assert names >= REAL_SECRET_FIELDS
 
 
 def test_only_genuine_secrets_among_real_server_args_fields() -> None:
@@ -162,7 +163,10 @@ def test_redact_value_plain_string_pairs_and_whole_tokens() -> None:
 
 
 def test_redact_value_walks_containers() -> None:
-    value = {"lora": [{"__type__": "LoRARef", "hf_token": "hf_x", "lora_path": "/p"}], "n": None}
+    value: dict[str, Any] = {
+        "lora": [{"__type__": "LoRARef", "hf_token": "hf_x", "lora_path": "/p"}],
+        "n": None,
+    }
     assert redact_value("lora_paths", value) == {
         "lora": [{"__type__": "LoRARef", "hf_token": REDACTED, "lora_path": "/p"}],
         "n": None,

@@ -139,7 +139,13 @@ def test_value_forms() -> None:
     assert result.complete and result.error is None
     args = result.args
     assert args["lora_paths"] == [
-        {"__type__": "LoRARef", "lora_id": "1f", "lora_name": "a", "lora_path": "/p", "pinned": None}
+        {
+            "__type__": "LoRARef",
+            "lora_id": "1f",
+            "lora_name": "a",
+            "lora_path": "/p",
+            "pinned": None,
+        }
     ]
     assert args["hook"] == "<function my_hook at 0x7f3a2b1c>"
     assert args["obj"] == "<object object at 0x7f>"
@@ -169,14 +175,16 @@ def test_secrets_are_redacted_at_parse_time_recursively() -> None:
     text = (
         f"ServerArgs(api_key='{SECRET}', admin_api_key=\"{SECRET}\", "
         f"lora_paths=[LoRARef(lora_name='a', hf_token='{SECRET}')], "
-        f"model_loader_extra_config='{{\"token\": \"{SECRET}\"}}', "
+        f'model_loader_extra_config=\'{{"token": "{SECRET}"}}\', '
         f"tool_server='https://u:{SECRET}@tools', other={{'password': '{SECRET}'}})"
     )
     result = parse_server_args(text)
     assert result.complete
     assert SECRET not in repr(result)
     assert result.args["api_key"] == REDACTED
-    assert result.args["lora_paths"] == [{"__type__": "LoRARef", "lora_name": "a", "hf_token": REDACTED}]
+    assert result.args["lora_paths"] == [
+        {"__type__": "LoRARef", "lora_name": "a", "hf_token": REDACTED}
+    ]
     assert result.args["model_loader_extra_config"] == f'{{"token": "{REDACTED}"}}'
     assert result.args["tool_server"] == f"https://u:{REDACTED}@tools"
     assert result.args["other"] == {"password": REDACTED}
@@ -345,7 +353,7 @@ def test_normalized_settings_0523_raw_flag_and_json_config() -> None:
 
 
 def test_diff_of_the_two_fixtures(startup1: ServerArgsResult, startup2: ServerArgsResult) -> None:
-    """The renamed PCG field is one change; the other changes are the flags and 0.5.10's new fields."""
+    """The renamed PCG field is one change; the rest are the two flags and 0.5.10's new fields."""
     added, removed = "field added", "field removed"
     assert diff_server_args(startup1.args, startup2.args) == [
         FieldChange("disable_priority_preemption", None, False, added),
@@ -389,7 +397,7 @@ def test_diff_same_version_reports_raw_fields() -> None:
 
 
 def test_diff_across_0510_and_0523(startup2: ServerArgsResult) -> None:
-    """Settings renamed into cuda_graph_config compare by meaning; unchanged meaning is no change."""
+    """Settings renamed into cuda_graph_config compare by meaning; same meaning, no change."""
     changes = diff_server_args(startup2.args, parse_server_args(DICT_REPR_0523).args)
     fields = {change.field for change in changes}
     assert not fields & {"piecewise_cuda_graph", "cuda_graph", "flashinfer_allreduce_fusion"}

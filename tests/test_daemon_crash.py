@@ -1,0 +1,248 @@
+"""SIGKILL at random moments while startups stream in: nothing lost, nothing recorded twice.
+
+The state's promise (state.py) is that everything derived from the entries before the saved
+cursor is committed in the same transaction as the cursor. If that holds, a daemon killed at any
+instant and restarted ends with exactly what one uninterrupted pass over the journal gives.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import journaltools
+import pytest
+
+HERE = Path(__file__).resolve().parent
+STANDIN = HERE / "standin_sglang.py"
+UNIT = "sglang-qwen.service"
+SEED = 20260309
+MIN_STARTUPS = 20
+MIN_KILLS = 10
+MAX_STARTUPS = 80  # bounds the run if kills come slowly
+EXPECTED_MRR = {1: 48, 2: 26}
+T = TypeVar("T")
+
+
+def wait_until(check: Callable[[], T | None], timeout: float, what: str, step: float = 0.05) -> T:
+    """Poll `check` until it returns something truthy; fail the test at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(step)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def sentinel_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "sglang_sentinel.cli", *args]
+
+
+def clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NOTIFY_", "WATCHDOG_"))}
+    env.pop("SENTINEL_STATE_DIR", None)
+    return env
+
+
+class Supervisor:
+    """Runs `sentinel run` and restarts it after every kill, like systemd's Restart=always."""
+
+    def __init__(self, argv: list[str], log_dir: Path) -> None:
+        self.argv = argv
+        self.log_dir = log_dir
+        self.lock = threading.Lock()
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.kills = 0
+
+    @property
+    def current(self) -> subprocess.Popen[bytes]:
+        return self.procs[-1]
+
+    def start(self) -> None:
+        err = self.log_dir / f"sentinel-{len(self.procs):03d}.stderr"
+        with err.open("wb") as stderr:
+            self.procs.append(
+                subprocess.Popen(
+                    self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                    stderr=stderr, env=clean_env(),
+                )  # fmt: skip
+            )
+
+    def kill_and_restart(self) -> None:
+        with self.lock:
+            proc = self.current
+            if proc.poll() is not None:
+                pytest.fail(f"sentinel exited by itself with {proc.returncode}")
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=10)
+            self.kills += 1
+            self.start()
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=10)
+
+    def stderr(self) -> str:
+        return "".join(p.read_text(errors="replace") for p in sorted(self.log_dir.glob("*.stderr")))
+
+
+def state_rows(db_path: Path) -> dict[str, tuple[str, dict[str, object]]]:
+    """invocation id -> (outcome, record) as committed so far; empty before the first commit."""
+    if not db_path.exists():
+        return {}
+    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=10)
+    try:
+        rows = db.execute("SELECT invocation_id, outcome, record FROM startups").fetchall()
+    except sqlite3.OperationalError:  # the schema is not created yet
+        return {}
+    finally:
+        db.close()
+    return {inv: (outcome, json.loads(record)) for inv, outcome, record in rows}
+
+
+@pytest.fixture
+def supervisor(live_journald: journaltools.LiveJournald, tmp_path: Path) -> Iterator[Supervisor]:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    sup = Supervisor(
+        sentinel_argv(
+            "run", "--journal-dir", str(live_journald.journal_dir),
+            "--state-dir", str(tmp_path / "state"), "--listen", f"127.0.0.1:{free_port()}",
+        ),
+        logs,
+    )  # fmt: skip
+    try:
+        yield sup
+    finally:
+        sup.stop_all()
+
+
+def test_sigkill_at_random_moments_loses_nothing_and_repeats_nothing(
+    live_journald: journaltools.LiveJournald,
+    supervisor: Supervisor,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """>= 20 startups, >= 10 SIGKILLs: each once, all ready, findings as one clean scan has them."""
+    ids_rng, kill_rng = random.Random(SEED), random.Random(SEED + 1)
+    state = tmp_path / "state"
+    db_path = state / "sentinel.sqlite3"
+    written: dict[str, int] = {}  # invocation id -> fixture startup (1 or 2)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def killer() -> None:
+        try:
+            while not stop.wait(kill_rng.uniform(0.2, 1.5)):
+                supervisor.kill_and_restart()
+        except BaseException as exc:  # surfaced in the main thread below
+            errors.append(exc)
+
+    supervisor.start()
+    thread = threading.Thread(target=killer, name="killer", daemon=True)
+    thread.start()
+    try:
+        while (len(written) < MIN_STARTUPS or supervisor.kills < MIN_KILLS) and not errors:
+            assert len(written) < MAX_STARTUPS, f"only {supervisor.kills} kills"
+            startup = 1 + len(written) % 2
+            inv = f"{ids_rng.getrandbits(128):032x}"
+            proc = live_journald.run_in_unit(
+                UNIT,
+                [sys.executable, str(STANDIN), "--startup", str(startup), "--delay-ms", "1"],
+                invocation_id=inv,
+            )
+            assert proc.wait(timeout=60) == 0
+            written[inv] = startup
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert not errors, errors
+    kills = supervisor.kills
+
+    # Let the last incarnation catch up, then stop it cleanly.
+    def caught_up() -> bool:
+        rows = state_rows(db_path)
+        return set(rows) == set(written) and all(o == "ready" for o, _ in rows.values())
+
+    wait_until(caught_up, 60, f"all {len(written)} startups ready in the state")
+    supervisor.current.send_signal(signal.SIGTERM)
+    assert supervisor.current.wait(timeout=10) == 0
+    logs = supervisor.stderr()
+    assert "Traceback" not in logs
+    assert '"level": "error"' not in logs
+
+    # The state, straight from SQLite.
+    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    counts = db.execute("SELECT invocation_id, count(*) FROM startups GROUP BY 1").fetchall()
+    assert sorted(inv for inv, _ in counts) == sorted(written)  # no extra, no synthetic ids
+    assert {n for _, n in counts} == {1}
+    for inv, outcome, record in db.execute("SELECT invocation_id, outcome, record FROM startups"):
+        facts = json.loads(record)["facts"]
+        assert (outcome, facts["max_running_requests"]) == ("ready", EXPECTED_MRR[written[inv]])
+    stored = {
+        inv: [f["check"] for f in json.loads(findings)]
+        for inv, findings in db.execute("SELECT invocation_id, findings FROM comparisons")
+    }
+    assert sorted(stored) == sorted(written)
+    resets = db.execute("SELECT value FROM counters WHERE name='cursor_resets'").fetchone()
+    db.close()
+    assert resets is None, "a SIGKILL must never lose the saved cursor's entry"
+    for inv, checks in stored.items():
+        assert len(checks) == len(set(checks)), f"duplicated finding in {inv}: {checks}"
+
+    # The CLI's view of the same state.
+    out = subprocess.run(
+        sentinel_argv("startups", "--json", "--state-dir", str(state)),
+        capture_output=True, text=True, timeout=60, check=True, env=clean_env(),
+    ).stdout  # fmt: skip
+    listed = {s["invocation_id"]: s for s in json.loads(out)["startups"]}
+    assert sorted(listed) == sorted(written)
+    daemon_findings = {inv: [f["check"] for f in s["findings"]] for inv, s in listed.items()}
+    for inv, checks in daemon_findings.items():
+        assert len(checks) == len(set(checks)), f"duplicated finding in {inv}: {checks}"
+        assert listed[inv]["facts"]["max_running_requests"] == EXPECTED_MRR[written[inv]]
+
+    # One uninterrupted pass over the same journal into a fresh state is the reference.
+    scan = subprocess.run(
+        sentinel_argv(
+            "scan", "--journal-dir", str(live_journald.journal_dir),
+            "--state-dir", str(tmp_path / "fresh"), "--json",
+        ),
+        capture_output=True, text=True, timeout=60, check=True, env=clean_env(),
+    ).stdout  # fmt: skip
+    reference = {
+        s["invocation_id"]: [f["check"] for f in s["findings"]]
+        for s in json.loads(scan)["startups"]
+    }
+    assert daemon_findings == reference
+    assert stored == reference
+    total = sum(len(c) for c in reference.values())
+    # Every startup 2 after a startup 1 regresses in the same three ways; nothing else does.
+    assert total == 3 * sum(1 for s in written.values() if s == 2)
+    with capsys.disabled():
+        print(
+            f"\n[crash] {len(written)} startups, {kills} SIGKILLs survived, "
+            f"{len(supervisor.procs)} daemon processes, {total} findings"
+        )
+    assert kills >= MIN_KILLS
