@@ -94,44 +94,63 @@ class Rule:
     also_matches: frozenset[str] = frozenset()
     source: str = "-"  # the file it came from, for problem messages
 
+    # Precomputed by __post_init__ so that apply() is one regex call and a short loop.
+    _constants: tuple[tuple[str, FactValue], ...] = field(init=False, repr=False, compare=False)
+    _plan: tuple[tuple[str, str, Callable[[str], FactValue]], ...] = field(
+        init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        constants = tuple((f.name, f.constant) for f in self.facts if f.group is None)
+        plan = tuple(
+            (f.name, f.group, _CONVERTERS[f.type]) for f in self.facts if f.group is not None
+        )
+        object.__setattr__(self, "_constants", constants)
+        object.__setattr__(self, "_plan", plan)
+
     def apply(self, body: str) -> dict[str, FactValue] | None:
         """Facts from a line body, or None when the regex misses or a value does not convert."""
         found = self.regex.search(body)
         if found is None:
             return None
-        facts: dict[str, FactValue] = {}
-        for spec in self.facts:
-            if spec.group is None:
-                facts[spec.name] = spec.constant
-                continue
-            raw = found.group(spec.group)
-            if raw is None:  # an optional part of the line that this line does not have
-                continue
-            value = convert(spec.type, raw)
-            if value is None:
-                return None
-            facts[spec.name] = value
+        facts: dict[str, FactValue] = dict(self._constants)
+        groups = found.groupdict()
+        try:
+            for name, group, converter in self._plan:
+                raw = groups[group]
+                if raw is not None:  # None: an optional part this line does not have
+                    facts[name] = converter(raw)
+        except (ValueError, OverflowError, KeyError):  # int() of >4300 digits is a ValueError
+            return None
         return facts
+
+
+def _to_gb(raw: str) -> float:
+    return float(raw.removesuffix("GiB").removesuffix("GB").strip())
+
+
+def _to_bool(raw: str) -> bool:
+    return _BOOLS[raw.strip()]  # KeyError for anything else
+
+
+def _to_item(raw: str) -> tuple[str, ...]:
+    return (raw,)
+
+
+_CONVERTERS: Final[Mapping[str, Callable[[str], FactValue]]] = MappingProxyType(
+    {"int": int, "float": float, "gb": _to_gb, "bool": _to_bool, "str": str, "list": _to_item}
+)
 
 
 def convert(kind: str, raw: str) -> FactValue | None:
     """Convert a captured string to a fact type; None when it does not convert (never raises)."""
-    try:
-        if kind == "int":
-            return int(raw)
-        if kind == "float":
-            return float(raw)
-        if kind == "gb":
-            return float(raw.removesuffix("GiB").removesuffix("GB").strip())
-        if kind == "bool":
-            return _BOOLS.get(raw.strip())
-        if kind == "list":
-            return (raw,)
-        if kind == "str":
-            return raw
-    except (ValueError, OverflowError):  # int() of >4300 digits raises ValueError too
+    converter = _CONVERTERS.get(kind)
+    if converter is None:
         return None
-    return None
+    try:
+        return converter(raw)
+    except (ValueError, OverflowError, KeyError):
+        return None
 
 
 def split_prefix(message: str) -> tuple[str, Rank]:
@@ -223,7 +242,9 @@ def _anchored_prefix(pattern: str) -> str:
         char = pattern[i]
         if char == "(":
             inner = _group_content_start(pattern, i)
-            close, has_bar = _scan_group(pattern, inner) if inner else (None, True)
+            if inner is None:
+                break
+            close, has_bar = _scan_group(pattern, inner)
             if close is None or has_bar or pattern[close + 1 : close + 2] in _QUANTIFIERS:
                 break
             i = inner
@@ -432,7 +453,7 @@ def load_rules(dirs: Sequence[Path]) -> RuleSet:
     rules, problems = _load(dirs)
     if problems:
         raise RuleError(problems)
-    return RuleSet(rules)
+    return RuleSet(tuple(rules))
 
 
 def check_rules(dirs: Sequence[Path]) -> list[str]:
@@ -493,7 +514,7 @@ def _load_file(path: Path, problems: list[str]) -> list[Rule]:
         problems.append(f"{where}:-: cannot read rule file: {exc}")
         return []
     try:
-        document = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        document = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -717,7 +738,9 @@ def _check_samples(rule: Rule, bad: Any) -> None:
             continue
         diff = _fact_diff(got, sample.facts)
         if diff:
-            bad(f"positive sample {n} yields wrong facts ({'; '.join(diff)}): {_shown(sample.line)}")
+            bad(
+                f"positive sample {n} yields wrong facts ({'; '.join(diff)}): {_shown(sample.line)}"
+            )
     for n, line in enumerate(rule.no_match, 1):
         if _match_line(rule, line) is not None:
             bad(f"negative sample {n} matches this rule but must not: {_shown(line)}")
@@ -751,21 +774,34 @@ def _same(actual: FactValue, expected: object) -> bool:
 
 
 def _check_overlaps(rules: list[Rule], problems: list[str]) -> None:
-    """A positive sample of one rule must not silently match another rule too."""
+    """A positive sample of one rule must not silently match another rule too.
+
+    Goes through RuleSet.match, so the pre-filters are checked against every sample as well.
+    """
     ids = {rule.id for rule in rules}
     for rule in rules:
         for other_id in sorted(rule.also_matches - ids):
-            problems.append(f"{rule.source}:{rule.id}: also_matches names unknown rule {other_id!r}")
+            problems.append(
+                f"{rule.source}:{rule.id}: also_matches names unknown rule {other_id!r}"
+            )
+    rule_set = RuleSet(tuple(rules))
+    lines_of = {rule.id: {sample.line for sample in rule.samples} for rule in rules}
     for rule in rules:
         for n, sample in enumerate(rule.samples, 1):
-            for other in rules:
-                if other is rule or other.id in rule.also_matches:
-                    continue
-                if any(s.line == sample.line for s in other.samples):
-                    continue
-                if _match_line(other, sample.line) is not None:
+            matched = [m.rule_id for m in rule_set.match(sample.line)]
+            if rule.id not in matched:
+                problems.append(
+                    f"{rule.source}:{rule.id}: positive sample {n} is missed by the rule set's "
+                    f"pre-filter (please report this bug): {_shown(sample.line)}"
+                )
+            for other_id in matched:
+                if (
+                    other_id != rule.id
+                    and other_id not in rule.also_matches
+                    and sample.line not in lines_of[other_id]
+                ):
                     problems.append(
                         f"{rule.source}:{rule.id}: positive sample {n} also matches rule "
-                        f"{other.id!r}; tighten one regex, add the line to {other.id}'s samples "
-                        f"or list {other.id} in also_matches: {_shown(sample.line)}"
+                        f"{other_id!r}; tighten one regex, add the line to {other_id}'s samples "
+                        f"or list {other_id} in also_matches: {_shown(sample.line)}"
                     )
