@@ -2,316 +2,59 @@
 
 Precedence, lowest first: built-in defaults, the config file, the environment
 (`SENTINEL_STATE_DIR`, set by the systemd unit), command-line overrides.
+
+This module reads the file (YAML errors, duplicate keys), merges the sources and walks the raw
+mapping section by section, collecting problems. What a valid config looks like, the records it
+becomes and the per-value converters live in config_schema.py; the public names from there are
+re-exported here, so `from .config import Config` keeps working.
 """
 
 from __future__ import annotations
 
 import copy
 import difflib
-import ipaddress
-import math
 import os
-import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Final, Literal, TypeVar, cast, get_args
+from typing import Any, Final, TypeVar, cast
 
 import yaml
 
+from .config_schema import (
+    LABEL_NAME,
+    LOG_FORMATS,
+    LOG_LEVELS,
+    STATE_DIR_ENV,
+    AlertmanagerConfig,
+    Config,
+    InvalidValue,
+    JournalConfig,
+    ListenAddress,
+    LogConfig,
+    LogFormat,
+    LogLevel,
+    RulesConfig,
+    choice,
+    config_to_dict,
+    describe_keys,
+    describe_value,
+    duration,
+    format_number,
+    http_url,
+    known_keys,
+    label_string,
+    listen_address,
+    unit_name,
+)
 from .errors import ConfigError
-from .redact import scrub_text
 
+# load_config reads it at call time, so a test may point it elsewhere.
 DEFAULT_CONFIG_PATH: Final = Path("/etc/sglang-sentinel/config.yaml")
-STATE_DIR_ENV: Final = "SENTINEL_STATE_DIR"
-
-LogFormat = Literal["auto", "json", "console"]
-LogLevel = Literal["debug", "info", "warning", "error"]
-LOG_FORMATS: Final[tuple[str, ...]] = get_args(LogFormat)
-LOG_LEVELS: Final[tuple[str, ...]] = get_args(LogLevel)
-
-
-def _empty_mapping() -> Mapping[str, Any]:
-    return MappingProxyType({})
-
-
-@dataclass(frozen=True, slots=True)
-class JournalConfig:
-    """Where entries come from; neither set means the local system journal."""
-
-    directory: Path | None = None
-    files: tuple[Path, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class ListenAddress:
-    """The metrics endpoint's address; `host` is stored without IPv6 brackets."""
-
-    host: str = "127.0.0.1"
-    port: int = 19110
-
-    def __str__(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{host}:{self.port}"
-
-
-@dataclass(frozen=True, slots=True)
-class RulesConfig:
-    """Rule directories read after the bundled pack, and a policy override file."""
-
-    dirs: tuple[Path, ...] = ()
-    policy: Path | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class LogConfig:
-    format: LogFormat = "auto"
-    level: LogLevel = "info"
-
-
-@dataclass(frozen=True, slots=True)
-class AlertmanagerConfig:
-    """Direct pushes of findings to Alertmanager; no `urls` means pushing is off."""
-
-    urls: tuple[str, ...] = ()
-    resend_interval_seconds: float = 60.0
-    timeout_seconds: float = 5.0
-    resolve_resend_seconds: float = 300.0
-    generator_url: str | None = None
-    external_labels: Mapping[str, str] = field(default_factory=_empty_mapping)
-    bearer_token_file: Path | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Config:
-    """The effective configuration. Mappings are read-only views."""
-
-    units: tuple[str, ...] = ("sglang-qwen.service",)
-    journal: JournalConfig = field(default_factory=JournalConfig)
-    state_dir: Path = Path("/var/lib/sglang-sentinel")
-    listen: ListenAddress = field(default_factory=ListenAddress)
-    rules: RulesConfig = field(default_factory=RulesConfig)
-    policy: Mapping[str, Any] = field(default_factory=_empty_mapping)
-    log: LogConfig = field(default_factory=LogConfig)
-    alertmanager: AlertmanagerConfig = field(default_factory=AlertmanagerConfig)
-    checkpoint_interval_seconds: float = 5.0
-    max_replay_age_seconds: float | None = None
-
-
-# Every key the file may hold, with its one-line description. The unknown-key check, the
-# "did you mean" suggestions and describe_keys() (hence docs/config.md) all come from here, so
-# the three cannot drift apart. `policy` and `alertmanager.external_labels` are free-form leaves.
-_KEYS: Final[Mapping[str, str]] = {
-    "units": "systemd units to watch; '.service' is appended to a name without a unit suffix",
-    "journal.directory": "read the journal files in this directory instead of the system journal",
-    "journal.files": "read these journal files instead of the system journal (not with directory)",
-    "state_dir": "SQLite state: startup records, baselines, journal cursor "
-    f"(the environment variable {STATE_DIR_ENV} overrides it)",
-    "listen": "HOST:PORT of the HTTP endpoint serving /metrics; [::1]:PORT for IPv6",
-    "rules.dirs": "rule directories read after the bundled pack; a rule with the same id overrides",
-    "rules.policy": "a policy file used instead of the bundled rules/policy.yaml",
-    "policy": "inline policy overrides merged per check over the policy file, e.g. "
-    "{checks: {cuda_graph_disabled: {severity: warning}}}",
-    "log.format": "auto (JSON lines unless stderr is a terminal), json or console",
-    "log.level": "lowest level logged: debug, info, warning or error",
-    "alertmanager.urls": "Alertmanager URLs http(s)://host[:port][/path]; /api/v2/alerts is "
-    "appended unless the path ends with it; empty = no pushes",
-    "alertmanager.resend_interval_seconds": "how often firing alerts are pushed again (5..600 s)",
-    "alertmanager.timeout_seconds": "HTTP timeout of one push (at most the resend interval)",
-    "alertmanager.resolve_resend_seconds": "how long a resolved alert keeps being pushed as "
-    "resolved, so a restarted or unreachable Alertmanager still learns it ended",
-    "alertmanager.generator_url": "generatorURL set on every alert (e.g. a dashboard link); "
-    "null = this sentinel's /metrics",
-    "alertmanager.external_labels": "labels added to every alert (e.g. cluster); never override "
-    "the alert's own alertname, unit, check, severity, instance",
-    "alertmanager.bearer_token_file": "file whose content (trimmed) is sent as "
-    "'Authorization: Bearer ...'; read at every push, so a rotated token needs no restart",
-    "checkpoint_interval_seconds": "how often the journal cursor is saved while no line matches",
-    "max_replay_age_seconds": "skip entries older than this on a cursor replay or first start; "
-    "null = from the start of the current boot",
-}
-
-
-def _known_keys(section: str) -> frozenset[str]:
-    prefix = f"{section}." if section else ""
-    return frozenset(k[len(prefix) :].split(".")[0] for k in _KEYS if k.startswith(prefix))
-
-
-_UNIT_SUFFIXES: Final = ("service", "socket", "target", "timer", "path", "mount",
-                          "automount", "swap", "slice", "scope", "device")  # fmt: skip
-# systemd's unit_name_is_valid(): [A-Za-z0-9:_.\-] plus one "@" for template instances.
-_UNIT_NAME: Final = re.compile(
-    r"(?P<prefix>[A-Za-z0-9:_.\\-]+)(?P<at>@(?P<instance>[A-Za-z0-9:_.\\-]*))?"
-    rf"\.(?:{'|'.join(_UNIT_SUFFIXES)})"
-)
-_HOSTNAME: Final = re.compile(
-    r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?"
-)
-_DURATION: Final = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*")
-_DURATION_FACTOR: Final[Mapping[str | None, float]] = {
-    None: 1,
-    "ms": 0.001,
-    "s": 1,
-    "m": 60,
-    "h": 3600,
-    "d": 86400,
-}
-_LABEL_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_URL_AUTHORITY: Final = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://)(?P<auth>[^/?#]*)", re.S)
 
 _EXCLUSIVE: Final = {"journal.directory": "journal.files", "journal.files": "journal.directory"}
 _MISSING: Final = object()
 _T = TypeVar("_T")
-
-
-class _Invalid(Exception):
-    """One bad value; the checker turns it into a problem named by the value's dotted path."""
-
-
-def _mask_url(url: str) -> str:
-    """`https://user:pass@host` -> `https://user:<redacted>@host`; a lone user may be a token.
-
-    Secret query parameters (`?token=...`) are left to redact.scrub_text, the shared rule.
-    """
-    url = scrub_text(url)
-    m = _URL_AUTHORITY.match(url)
-    if m is None:
-        return url
-    # rpartition like urlsplit: an unescaped "@" inside the password must not leak its tail.
-    userinfo, at, hostport = m["auth"].rpartition("@")
-    if not at:
-        return url
-    user, colon, _ = userinfo.partition(":")
-    masked = f"{user}:<redacted>" if colon else "<redacted>"
-    return f"{m['head']}{masked}@{hostport}{url[m.end() :]}"
-
-
-def _num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else repr(x)
-
-
-def _describe(value: Any) -> str:
-    """A value as the user wrote it (YAML spelling), for 'got ...' in messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return repr(value)
-    if isinstance(value, int | float):
-        return _num(value)
-    if isinstance(value, Mapping):
-        return "a mapping"
-    if isinstance(value, list | tuple):
-        return "a list"
-    return f"a {type(value).__name__}"
-
-
-def _seconds(value: Any) -> float:
-    if isinstance(value, str) and (m := _DURATION.fullmatch(value)):
-        return float(m[1]) * _DURATION_FACTOR[m[2]]
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    raise _Invalid(f"expected seconds or a duration like '30s', '2m', '1h'; got {_describe(value)}")
-
-
-def _duration(
-    low: float, high: float | None = None, *, zero: bool = False
-) -> Callable[[Any, str], float]:
-    """A converter for a duration in seconds; a `low` of 0 is excluded unless `zero` is set."""
-
-    def convert(value: Any, path: str) -> float:
-        seconds = _seconds(value)
-        if low == 0 and not zero and seconds <= 0:
-            raise _Invalid(f"must be more than 0 seconds, got {_describe(value)}")
-        if seconds < low or (high is not None and seconds > high):
-            bounds = f"between {_num(low)} and {_num(high)}" if high else f"at least {_num(low)}"
-            raise _Invalid(f"must be {bounds} seconds, got {_describe(value)}")
-        return seconds
-
-    return convert
-
-
-def _choice(choices: tuple[str, ...]) -> Callable[[Any, str], str]:
-    def convert(value: Any, path: str) -> str:
-        # Case-insensitive: "INFO" is an obvious intent, not a mistake worth a failed start.
-        if isinstance(value, str) and value.lower() in choices:
-            return value.lower()
-        raise _Invalid(f"must be one of {', '.join(choices)}; got {_describe(value)}")
-
-    return convert
-
-
-def _unit_name(value: Any, path: str) -> str:
-    if not isinstance(value, str):
-        raise _Invalid(f"expected a unit name, got {_describe(value)}")
-    name = value if value.rpartition(".")[2] in _UNIT_SUFFIXES else f"{value}.service"
-    m = _UNIT_NAME.fullmatch(name)
-    if m is None or len(name) > 255:
-        raise _Invalid(f"not a systemd unit name: {value!r}")
-    if m["at"] and not m["instance"]:
-        raise _Invalid(f"{value!r} is a template; name an instance, e.g. '{m['prefix']}@NAME'")
-    return name
-
-
-def _listen(value: Any, path: str) -> ListenAddress:
-    example = "e.g. 127.0.0.1:19110 or [::1]:19110"
-    if not isinstance(value, str):
-        raise _Invalid(f"expected HOST:PORT ({example}), got {_describe(value)}")
-    if value.startswith("["):
-        host, bracket, rest = value[1:].partition("]")
-        port_text = rest[1:] if bracket and rest.startswith(":") else ""
-    else:
-        host, colon, port_text = value.rpartition(":")
-        port_text = port_text if colon else ""
-    if not port_text:
-        raise _Invalid(f"expected HOST:PORT, got {value!r}")
-    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
-        raise _Invalid(f"port must be 1..65535, got {port_text!r} in {value!r}")
-    if not host:
-        raise _Invalid(f"no host in {value!r}; use 0.0.0.0 (all IPv4) or [::] (all addresses)")
-    if value.startswith("["):
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError:
-            raise _Invalid(f"not an IPv6 address in brackets: {value!r}") from None
-    elif ":" in host:
-        raise _Invalid(f"an IPv6 address needs brackets, e.g. '[{host}]:{port_text}'")
-    elif not _HOSTNAME.fullmatch(host):
-        raise _Invalid(f"not a host name or IP address: {host!r}")
-    return ListenAddress(host=host, port=int(port_text))
-
-
-def _url(*, strict: bool) -> Callable[[Any, str], str]:
-    """http(s)://host[:port][/path]; `strict` also refuses ?query and #fragment."""
-
-    def convert(value: Any, path: str) -> str:
-        if not isinstance(value, str):
-            raise _Invalid(f"expected a URL, got {_describe(value)}")
-        shown = _mask_url(value)  # messages end up in logs; credentials must not
-        m = re.fullmatch(r"(?i)(https?)://([^/?#\s]+)([^\s]*)", value)
-        if m is None:
-            raise _Invalid(f"not an http(s) URL: {shown!r}")
-        hostport = m[2].rpartition("@")[2]
-        hm = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[^:\[\]]+)(?::(\d*))?", hostport)
-        if hm is None or (hm[2] is not None and not (hm[2].isdigit() and 1 <= int(hm[2]) <= 65535)):
-            raise _Invalid(f"bad host or port in URL: {shown!r}")
-        if strict and re.search(r"[?#]", m[3]):
-            raise _Invalid(
-                f"expected http(s)://host[:port][/path] without ?query or #fragment: {shown!r}"
-            )
-        return value
-
-    return convert
-
-
-def _label_value(value: Any, path: str) -> str:
-    if not isinstance(value, str):
-        # Quoting matters in YAML: `debug: yes` is a boolean, `version: 1.10` is 1.1.
-        raise _Invalid(f"expected a string (quote it), got {_describe(value)}")
-    return value
 
 
 class _Checker:
@@ -341,9 +84,9 @@ class _Checker:
         if raw is None:  # a section whose keys are all commented out
             return {}
         if not isinstance(raw, Mapping):
-            self.problem(path, f"expected a mapping, got {_describe(raw)}")
+            self.problem(path, f"expected a mapping, got {describe_value(raw)}")
             return {}
-        known = _known_keys(path)
+        known = known_keys(path)
         for key in raw:
             if key in known:
                 continue
@@ -371,23 +114,23 @@ class _Checker:
             if isinstance(default, tuple | Mapping):  # `files:` left empty means none
                 value = [] if isinstance(default, tuple) else {}
             else:
-                shown = _describe(str(default) if isinstance(default, Path) else default)
+                shown = describe_value(str(default) if isinstance(default, Path) else default)
                 self.problem(path, f"needs a value (remove the key for the default {shown})")
                 return default
         try:
             return convert(value, path)
-        except _Invalid as exc:
+        except InvalidValue as exc:
             self.problem(path, str(exc))
             return default
 
     def items(self, value: Any, path: str, convert: Callable[[Any, str], _T]) -> tuple[_T, ...]:
         if not isinstance(value, list | tuple):
-            raise _Invalid(f"expected a list, got {_describe(value)}")
+            raise InvalidValue(f"expected a list, got {describe_value(value)}")
         good: list[_T] = []
         for i, item in enumerate(value):
             try:
                 converted = convert(item, f"{path}[{i}]")
-            except _Invalid as exc:
+            except InvalidValue as exc:
                 self.problem(f"{path}[{i}]", str(exc))
                 continue
             if converted in good:
@@ -398,7 +141,7 @@ class _Checker:
 
     def path(self, value: Any, path: str) -> Path:
         if not isinstance(value, str) or not value or "\0" in value:
-            raise _Invalid(f"expected a path, got {_describe(value)}")
+            raise InvalidValue(f"expected a path, got {describe_value(value)}")
         result = Path(value)
         # Like Prometheus: relative paths in the file are relative to the file, so the same
         # file works whatever the daemon's working directory; command-line ones stay as given.
@@ -410,36 +153,38 @@ class _Checker:
         return self.items(value, path, self.path)
 
     def units(self, value: Any, path: str) -> tuple[str, ...]:
-        units = self.items(value, path, _unit_name)
+        units = self.items(value, path, unit_name)
         if not value:
-            raise _Invalid("at least one unit is needed, e.g. [sglang-qwen.service]")
+            raise InvalidValue("at least one unit is needed, e.g. [sglang-qwen.service]")
         return units
 
     def urls(self, value: Any, path: str) -> tuple[str, ...]:
-        return self.items(value, path, _url(strict=True))
+        return self.items(value, path, http_url(strict=True))
 
     def labels(self, value: Any, path: str) -> Mapping[str, str]:
         if not isinstance(value, Mapping):
-            raise _Invalid(f"expected a mapping of label names to values, got {_describe(value)}")
+            raise InvalidValue(
+                f"expected a mapping of label names to values, got {describe_value(value)}"
+            )
         labels: dict[str, str] = {}
         for name, label_value in value.items():
-            if not isinstance(name, str) or not _LABEL_NAME.fullmatch(name):
+            if not isinstance(name, str) or not LABEL_NAME.fullmatch(name):
                 self.problem(path, f"not a label name: {name!r}", origin=f"{path}.{name}")
             elif name.startswith("__"):
                 self.problem(path, f"label names starting with '__' are reserved: {name!r}")
             else:
                 try:
-                    labels[name] = _label_value(label_value, f"{path}.{name}")
-                except _Invalid as exc:
+                    labels[name] = label_string(label_value, f"{path}.{name}")
+                except InvalidValue as exc:
                     self.problem(f"{path}.{name}", str(exc))
         return MappingProxyType(labels)
 
     def mapping(self, value: Any, path: str) -> Mapping[str, Any]:
         if not isinstance(value, Mapping):
-            raise _Invalid(f"expected a mapping, got {_describe(value)}")
+            raise InvalidValue(f"expected a mapping, got {describe_value(value)}")
         bad = [k for k in value if not isinstance(k, str)]
         if bad:
-            raise _Invalid(f"keys must be strings, got {_describe(bad[0])}")
+            raise InvalidValue(f"keys must be strings, got {describe_value(bad[0])}")
         # A deep copy: the caller's dict (or YAML's) must not change the config behind our back.
         return MappingProxyType(copy.deepcopy(dict(value)))
 
@@ -456,7 +201,7 @@ class _Checker:
             self.problem("journal.directory", "cannot be combined with journal.files; set one")
 
         state_dir = self.take(top, "state_dir", "", d.state_dir, self.path)
-        listen = self.take(top, "listen", "", d.listen, _listen)
+        listen = self.take(top, "listen", "", d.listen, listen_address)
         rules = self.section(top.get("rules"), "rules")
         rules_config = RulesConfig(
             dirs=self.take(rules, "dirs", "rules", d.rules.dirs, self.paths),
@@ -465,8 +210,8 @@ class _Checker:
         policy = self.take(top, "policy", "", d.policy, self.mapping)
         log = self.section(top.get("log"), "log")
         log_config = LogConfig(
-            format=cast(LogFormat, self.take(log, "format", "log", "auto", _choice(LOG_FORMATS))),
-            level=cast(LogLevel, self.take(log, "level", "log", "info", _choice(LOG_LEVELS))),
+            format=cast(LogFormat, self.take(log, "format", "log", "auto", choice(LOG_FORMATS))),
+            level=cast(LogLevel, self.take(log, "level", "log", "info", choice(LOG_LEVELS))),
         )
         alertmanager = self._alertmanager(
             self.section(top.get("alertmanager"), "alertmanager"), d.alertmanager
@@ -476,10 +221,10 @@ class _Checker:
             "checkpoint_interval_seconds",
             "",
             d.checkpoint_interval_seconds,
-            _duration(0, 3600),
+            duration(0, 3600),
         )
         max_replay_age = self.take(
-            top, "max_replay_age_seconds", "", d.max_replay_age_seconds, _duration(0)
+            top, "max_replay_age_seconds", "", d.max_replay_age_seconds, duration(0)
         )
         return Config(
             units=units,
@@ -499,15 +244,15 @@ class _Checker:
         urls = self.take(am, "urls", p, d.urls, self.urls)
         seen = len(self.problems)
         resend = self.take(
-            am, "resend_interval_seconds", p, d.resend_interval_seconds, _duration(5, 600)
+            am, "resend_interval_seconds", p, d.resend_interval_seconds, duration(5, 600)
         )
-        timeout = self.take(am, "timeout_seconds", p, d.timeout_seconds, _duration(0))
+        timeout = self.take(am, "timeout_seconds", p, d.timeout_seconds, duration(0))
         # A push outliving the interval would overlap the next one. Compared only when both
         # values are valid, so one typo does not produce a second, misleading problem.
         if timeout > resend and len(self.problems) == seen:
             self.problem(
                 f"{p}.timeout_seconds",
-                f"must not exceed resend_interval_seconds ({_num(resend)}), got {_num(timeout)}",
+                f"must not exceed resend_interval_seconds ({format_number(resend)}), got {format_number(timeout)}",
             )
         return AlertmanagerConfig(
             urls=urls,
@@ -518,9 +263,11 @@ class _Checker:
                 "resolve_resend_seconds",
                 p,
                 d.resolve_resend_seconds,
-                _duration(0, 86400, zero=True),
+                duration(0, 86400, zero=True),
             ),
-            generator_url=self.take(am, "generator_url", p, d.generator_url, _url(strict=False)),
+            generator_url=self.take(
+                am, "generator_url", p, d.generator_url, http_url(strict=False)
+            ),
             external_labels=self.take(am, "external_labels", p, d.external_labels, self.labels),
             bearer_token_file=self.take(am, "bearer_token_file", p, d.bearer_token_file, self.path),
         )
@@ -533,6 +280,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
+        if not isinstance(node, yaml.MappingNode):  # `!!set 0`: let the base class refuse it
+            return super().construct_mapping(node, deep=deep)
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
@@ -544,6 +293,20 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             elif isinstance(key, str):
                 seen[key] = line
         return super().construct_mapping(node, deep=deep)
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, TypeError, AttributeError, ArithmeticError, LookupError) as exc:
+            if not isinstance(node, yaml.ScalarNode):
+                raise
+            # SafeConstructor converts explicitly tagged scalars unchecked: `!!int abc` and
+            # `!!timestamp 2001-13-45` raise plain Python errors. Give them the node's place.
+            tag = node.tag.rpartition(":")[2]
+            why = f" ({exc})" if isinstance(exc, ValueError) else ""
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{node.value[:60]!r} is not a valid !!{tag}{why}", node.start_mark
+            ) from exc
 
 
 def _yaml_problem(exc: yaml.YAMLError, text: str) -> str:
@@ -584,12 +347,15 @@ def _read_file(path: Path, *, must_exist: bool, problems: list[str]) -> dict[Any
     except yaml.YAMLError as exc:
         problems.append(f"{path}: {_yaml_problem(exc, text)}")
         return {}
+    except RecursionError:  # PyYAML's composer recurses once per nesting level
+        problems.append(f"{path}: invalid YAML: nested too deeply")
+        return {}
     problems.extend(f"{path}: {dup}" for dup in duplicates)
     if data is None:  # an empty file, or only comments
         return {}
     if not isinstance(data, dict):
         problems.append(
-            f"{path}: the top level must be a mapping of keys like 'units:', got {_describe(data)}"
+            f"{path}: the top level must be a mapping of keys like 'units:', got {describe_value(data)}"
         )
         return {}
     return data
@@ -643,57 +409,20 @@ def load_config(
     return config
 
 
-def config_to_dict(config: Config, *, mask_secrets: bool = True) -> dict[str, Any]:
-    """The effective config as plain YAML-ready data; URL credentials masked unless asked not to."""
-
-    def url(value: str) -> str:
-        return _mask_url(value) if mask_secrets else value
-
-    def opt(value: Path | None) -> str | None:
-        return None if value is None else str(value)
-
-    am = config.alertmanager
-    return {
-        "units": list(config.units),
-        "journal": {
-            "directory": opt(config.journal.directory),
-            "files": [str(p) for p in config.journal.files],
-        },
-        "state_dir": str(config.state_dir),
-        "listen": str(config.listen),
-        "rules": {"dirs": [str(p) for p in config.rules.dirs], "policy": opt(config.rules.policy)},
-        "policy": copy.deepcopy(dict(config.policy)),
-        "log": {"format": config.log.format, "level": config.log.level},
-        "alertmanager": {
-            "urls": [url(u) for u in am.urls],
-            "resend_interval_seconds": am.resend_interval_seconds,
-            "timeout_seconds": am.timeout_seconds,
-            "resolve_resend_seconds": am.resolve_resend_seconds,
-            "generator_url": None if am.generator_url is None else url(am.generator_url),
-            "external_labels": dict(am.external_labels),
-            "bearer_token_file": opt(am.bearer_token_file),
-        },
-        "checkpoint_interval_seconds": config.checkpoint_interval_seconds,
-        "max_replay_age_seconds": config.max_replay_age_seconds,
-    }
-
-
-def _inline(value: Any) -> str:
-    """A default as it would be written in the YAML file, on one line."""
-    if isinstance(value, list):
-        return "[" + ", ".join(_inline(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {_inline(v)}" for k, v in value.items()) + "}"
-    return _describe(value).strip("'")
-
-
-def describe_keys() -> list[tuple[str, str, str]]:
-    """(dotted key, default as YAML text, one-line description) for every key, in file order."""
-    defaults = config_to_dict(Config())
-    rows = []
-    for key, text in _KEYS.items():
-        value: Any = defaults
-        for part in key.split("."):
-            value = value[part]
-        rows.append((key, _inline(value), text))
-    return rows
+__all__ = [
+    "DEFAULT_CONFIG_PATH",
+    "LOG_FORMATS",
+    "LOG_LEVELS",
+    "STATE_DIR_ENV",
+    "AlertmanagerConfig",
+    "Config",
+    "JournalConfig",
+    "ListenAddress",
+    "LogConfig",
+    "LogFormat",
+    "LogLevel",
+    "RulesConfig",
+    "config_to_dict",
+    "describe_keys",
+    "load_config",
+]

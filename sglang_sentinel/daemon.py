@@ -40,6 +40,7 @@ log = structlog.get_logger("sglang_sentinel")
 
 BATCH = 5_000  # entries between commits while catching up
 HOUSEKEEPING_S = 1.0  # longest sleep: pin changes, watchdog, status
+ANNOUNCED_KEPT = 256  # startups whose last logged outcome/findings are remembered
 
 
 def source_key(config: Config) -> str:
@@ -108,6 +109,8 @@ class Daemon:
         self._last_status = ""
         self._watchdog_s = _watchdog_interval()
         self._last_ping = 0.0
+        # invocation -> (outcome, checks) last logged, for the most recent startups only.
+        self._announced: dict[str, tuple[str, tuple[str, ...]]] = {}
         self.pusher: Any = None
         registry = CollectorRegistry(auto_describe=False)
         registry.register(
@@ -205,7 +208,7 @@ class Daemon:
         def on_hup(signum: int, frame: FrameType | None) -> None:
             self._reload = True
 
-        previous = {}
+        previous: dict[int, Any] = {}
         for sig, fn in (
             (signal.SIGTERM, on_term),
             (signal.SIGINT, on_term),
@@ -273,6 +276,14 @@ class Daemon:
             r = c.record
             if r.outcome == "starting":
                 continue
+            # Runtime lines (batch stats) re-save a ready startup every few seconds; announce it
+            # and its findings only when the outcome or the set of findings changed.
+            announced = (r.outcome, tuple(f.check for f in c.findings))
+            if self._announced.get(r.invocation_id) == announced:
+                continue
+            self._announced[r.invocation_id] = announced
+            if len(self._announced) > ANNOUNCED_KEPT:
+                del self._announced[next(iter(self._announced))]
             log.info(
                 "startup_recorded",
                 unit=r.unit,

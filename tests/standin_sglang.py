@@ -10,6 +10,11 @@ command line (journald's `_CMDLINE`) can look like SGLang's. PID 1's lines in th
 (Started/Stopping/Stopped/Deactivated/Consumed ...) are skipped: a stand-in is not PID 1.
 `\\r` and `\\x1b` in the fixture are written as the real CR and ESC bytes.
 
+`--hold` keeps the process alive after its last line until stdin reaches EOF. journald reads a
+client's unit, invocation id and command line from /proc when it processes the client's first
+line; a writer that has already exited by then loses them. `run()` holds the stand-in until
+journald has stored every line under the right invocation id.
+
 `--decode N` then prints N `Decode batch` lines whose gen throughput is unique per line
 (`--decode-base + i`), `--decode-interval-ms` apart, and appends `i<TAB>time.time()` of each
 write (taken right before the write) to `--write-times FILE`: the benchmark's marker lines.
@@ -19,8 +24,10 @@ from __future__ import annotations
 
 import argparse
 import re
+import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -64,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--decode-base", type=float, default=10_000.0)
     parser.add_argument("--decode-interval-ms", type=float, default=30.0)
     parser.add_argument("--write-times", type=Path)
+    parser.add_argument("--hold", action="store_true", help="exit only at EOF on stdin")
     args, _sglang_flags = parser.parse_known_args(argv)
 
     out = sys.stdout.buffer
@@ -89,7 +97,47 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if times is not None:
                 times.close()
+    if args.hold:
+        sys.stdin.buffer.read()
     return 0
+
+
+def run(
+    journald: journaltools.LiveJournald,
+    startup: int,
+    invocation_id: str,
+    *,
+    unit: str = UNIT,
+    delay_ms: float = 2.0,
+    argv: Sequence[str] = (),
+    timeout: float = 60.0,
+) -> None:
+    """Run the stand-in as `unit`; return once journald has stored every line and it exited."""
+    proc = journald.run_in_unit(
+        unit,
+        [
+            sys.executable,
+            str(Path(__file__)),
+            "--startup",
+            str(startup),
+            "--delay-ms",
+            str(delay_ms),
+            "--hold",
+            *argv,
+        ],
+        invocation_id=invocation_id,
+        stdin=subprocess.PIPE,
+    )
+    assert proc.stdin is not None
+    try:
+        journald.wait_for_entries(
+            len(service_lines(startup)), timeout, _SYSTEMD_INVOCATION_ID=invocation_id
+        )
+    finally:
+        proc.stdin.close()
+        code = proc.wait(timeout=timeout)
+    if code != 0:
+        raise journaltools.JournalToolError(f"stand-in for startup {startup} exited with {code}")
 
 
 if __name__ == "__main__":

@@ -23,10 +23,11 @@ from typing import TypeVar
 
 import journaltools
 import pytest
+import standin_sglang
 
-HERE = Path(__file__).resolve().parent
-STANDIN = HERE / "standin_sglang.py"
-UNIT = "sglang-qwen.service"
+# A unit name of its own: the cgroup and PID 1's invocation-id symlink that run_in_unit uses are
+# per unit name and host-wide, so another root test session on the host cannot interfere.
+UNIT = f"sglang-crash-{os.getpid()}.service"
 SEED = 20260309
 MIN_STARTUPS = 20
 MIN_KILLS = 10
@@ -82,9 +83,12 @@ class Supervisor:
         with err.open("wb") as stderr:
             self.procs.append(
                 subprocess.Popen(
-                    self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                    stderr=stderr, env=clean_env(),
-                )  # fmt: skip
+                    self.argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=stderr,
+                    env=clean_env(),
+                )
             )
 
     def kill_and_restart(self) -> None:
@@ -127,11 +131,18 @@ def supervisor(live_journald: journaltools.LiveJournald, tmp_path: Path) -> Iter
     logs.mkdir()
     sup = Supervisor(
         sentinel_argv(
-            "run", "--journal-dir", str(live_journald.journal_dir),
-            "--state-dir", str(tmp_path / "state"), "--listen", f"127.0.0.1:{free_port()}",
+            "run",
+            "--journal-dir",
+            str(live_journald.journal_dir),
+            "--state-dir",
+            str(tmp_path / "state"),
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+            "--unit",
+            UNIT,
         ),
         logs,
-    )  # fmt: skip
+    )
     try:
         yield sup
     finally:
@@ -167,12 +178,7 @@ def test_sigkill_at_random_moments_loses_nothing_and_repeats_nothing(
             assert len(written) < MAX_STARTUPS, f"only {supervisor.kills} kills"
             startup = 1 + len(written) % 2
             inv = f"{ids_rng.getrandbits(128):032x}"
-            proc = live_journald.run_in_unit(
-                UNIT,
-                [sys.executable, str(STANDIN), "--startup", str(startup), "--delay-ms", "1"],
-                invocation_id=inv,
-            )
-            assert proc.wait(timeout=60) == 0
+            standin_sglang.run(live_journald, startup, inv, unit=UNIT, delay_ms=1)
             written[inv] = startup
     finally:
         stop.set()
@@ -213,9 +219,13 @@ def test_sigkill_at_random_moments_loses_nothing_and_repeats_nothing(
 
     # The CLI's view of the same state.
     out = subprocess.run(
-        sentinel_argv("startups", "--json", "--state-dir", str(state)),
-        capture_output=True, text=True, timeout=60, check=True, env=clean_env(),
-    ).stdout  # fmt: skip
+        sentinel_argv("startups", "--json", "--state-dir", str(state), "--unit", UNIT),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env=clean_env(),
+    ).stdout
     listed = {s["invocation_id"]: s for s in json.loads(out)["startups"]}
     assert sorted(listed) == sorted(written)
     daemon_findings = {inv: [f["check"] for f in s["findings"]] for inv, s in listed.items()}
@@ -226,11 +236,21 @@ def test_sigkill_at_random_moments_loses_nothing_and_repeats_nothing(
     # One uninterrupted pass over the same journal into a fresh state is the reference.
     scan = subprocess.run(
         sentinel_argv(
-            "scan", "--journal-dir", str(live_journald.journal_dir),
-            "--state-dir", str(tmp_path / "fresh"), "--json",
+            "scan",
+            "--journal-dir",
+            str(live_journald.journal_dir),
+            "--state-dir",
+            str(tmp_path / "fresh"),
+            "--json",
+            "--unit",
+            UNIT,
         ),
-        capture_output=True, text=True, timeout=60, check=True, env=clean_env(),
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env=clean_env(),
+    ).stdout
     reference = {
         s["invocation_id"]: [f["check"] for f in s["findings"]]
         for s in json.loads(scan)["startups"]

@@ -6,6 +6,7 @@ Prometheus do: signals, a NOTIFY_SOCKET datagram socket, HTTP scrapes.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import select
@@ -23,9 +24,8 @@ from typing import TypeVar
 
 import journaltools
 import pytest
+import standin_sglang
 
-HERE = Path(__file__).resolve().parent
-STANDIN = HERE / "standin_sglang.py"
 UNIT = "sglang-qwen.service"
 T = TypeVar("T")
 
@@ -122,9 +122,12 @@ def start_sentinel(tmp_path: Path) -> Iterator[Callable[..., Sentinel]]:
         argv = [*args, "--listen", f"127.0.0.1:{port}"]
         with err.open("wb") as stderr:
             proc = subprocess.Popen(
-                sentinel_argv("run", *argv), stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=stderr, env=environ,
-            )  # fmt: skip
+                sentinel_argv("run", *argv),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                env=environ,
+            )
         started.append(proc)
         sentinel = Sentinel(proc, port, err)
         if ready:
@@ -222,9 +225,13 @@ def test_sd_notify_ready_after_bind_then_status_then_stopping(
 ) -> None:
     """READY=1 only once /metrics answers; STATUS= follows; SIGTERM sends STOPPING=1."""
     s = start_sentinel(
-        "--journal-dir", str(seed_journal_dir), "--state-dir", str(tmp_path / "s"),
-        env={"NOTIFY_SOCKET": notify_socket.address}, ready=False,
-    )  # fmt: skip
+        "--journal-dir",
+        str(seed_journal_dir),
+        "--state-dir",
+        str(tmp_path / "s"),
+        env={"NOTIFY_SOCKET": notify_socket.address},
+        ready=False,
+    )
     notify_socket.wait_for(lambda m: m == "READY=1", 15, "READY=1")
     # No retry: when READY=1 has been sent, the port must already be listening.
     status, _, body = s.get("/metrics")
@@ -258,16 +265,23 @@ def test_watchdog_pings_arrive_within_half_the_watchdog_interval(
         if watchdog_pid == "child":
             # WATCHDOG_PID must be the sentinel's own PID: the shell's PID survives `exec`.
             argv = sentinel_argv(
-                "run", "--journal-dir", str(seed_journal_dir), "--state-dir", state,
-                "--listen", f"127.0.0.1:{free_port()}",
-            )  # fmt: skip
+                "run",
+                "--journal-dir",
+                str(seed_journal_dir),
+                "--state-dir",
+                state,
+                "--listen",
+                f"127.0.0.1:{free_port()}",
+            )
             environ = {k: v for k, v in os.environ.items() if not k.startswith("WATCHDOG_")}
             environ.update(env)
             proc = subprocess.Popen(
                 ["/bin/sh", "-c", 'WATCHDOG_PID=$$ exec "$@"', "sh", *argv],
-                env=environ, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                env=environ,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
-            )  # fmt: skip
+            )
         else:
             proc = start_sentinel(
                 "--journal-dir", str(seed_journal_dir), "--state-dir", state, env=env, ready=False
@@ -281,7 +295,7 @@ def test_watchdog_pings_arrive_within_half_the_watchdog_interval(
             while time.monotonic() < deadline:
                 sock._pump(deadline - time.monotonic())
             pings = [t for t, m in sock.messages[first:] if m == "WATCHDOG=1"]
-            gaps = [b - a for a, b in zip(pings, pings[1:], strict=False)]
+            gaps = [b - a for a, b in itertools.pairwise(pings)]
             assert len(pings) >= 7, f"{len(pings)} pings in ~1.5 s"
             assert max(gaps) < 0.2, f"longest gap between pings {max(gaps):.3f}s"
         finally:
@@ -300,10 +314,13 @@ def test_no_watchdog_pings_when_watchdog_pid_is_another_process(
     sock = NotifySocket(path, path)
     try:
         s = start_sentinel(
-            "--journal-dir", str(seed_journal_dir), "--state-dir", str(tmp_path / "s"),
+            "--journal-dir",
+            str(seed_journal_dir),
+            "--state-dir",
+            str(tmp_path / "s"),
             env={"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "200000", "WATCHDOG_PID": "1"},
             ready=False,
-        )  # fmt: skip
+        )
         sock.wait_for(lambda m: m == "READY=1", 15, "READY=1")
         # STATUS= is sent from the same housekeeping step that would ping the watchdog.
         sock.wait_for(lambda m: m.startswith("STATUS="), 5, "STATUS=")
@@ -364,13 +381,7 @@ def test_sighup_with_a_broken_rule_file_keeps_the_old_rules(
     s = start_sentinel("--config", str(config))
     hits = 'sglang_sentinel_rule_matches_total{rule="http_access"}'
 
-    def run_startup(n: int, inv: str) -> None:
-        proc = live_journald.run_in_unit(
-            UNIT, [sys.executable, str(STANDIN), "--startup", str(n), "--delay-ms", "0"], inv
-        )
-        assert proc.wait(timeout=30) == 0
-
-    run_startup(1, "6a1f0c2e9b7d4e3f8a5b1c0d2e4f6a8b")
+    standin_sglang.run(live_journald, 1, "6a1f0c2e9b7d4e3f8a5b1c0d2e4f6a8b", delay_ms=0)
     wait_until(lambda: f"{hits} 2.0" in s.scrape(), 20, "the custom rule's two matches")
 
     (rules_dir / "70-broken.yaml").write_text(BROKEN_RULE)
@@ -384,9 +395,11 @@ def test_sighup_with_a_broken_rule_file_keeps_the_old_rules(
     assert s.proc.poll() is None
 
     # The old rule set (with the custom rule) still applies to what comes next.
-    run_startup(2, "c37e91d04a5b4f6e9d8c7b6a5f4e3d2c")
-    body = wait_until(s.scrape_with(f"{hits} 4.0"), 20, "two more custom matches")
-    assert 'sglang_sentinel_max_running_requests{unit="sglang-qwen.service"} 26.0' in body
+    standin_sglang.run(live_journald, 2, "c37e91d04a5b4f6e9d8c7b6a5f4e3d2c", delay_ms=0)
+    # Rule hits are counted as lines are read, startups when committed: wait for both.
+    mrr = 'sglang_sentinel_max_running_requests{unit="sglang-qwen.service"} 26.0'
+    wait_until(s.scrape_with(f"{hits} 4.0"), 20, "two more custom matches")
+    wait_until(s.scrape_with(mrr), 20, "startup 2 on /metrics")
 
     # Repaired, the next SIGHUP is accepted.
     (rules_dir / "70-broken.yaml").unlink()
@@ -412,8 +425,11 @@ def test_bad_config_exits_2_naming_every_mistake_by_its_dotted_path(tmp_path: Pa
     t0 = time.monotonic()
     result = subprocess.run(
         sentinel_argv("run", "--config", str(config), "--state-dir", str(tmp_path / "s")),
-        capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+    )
     elapsed = time.monotonic() - t0
     assert result.returncode == 2, result.stderr
     assert elapsed < 10
@@ -433,11 +449,19 @@ def test_port_in_use_exits_nonzero_with_one_line(seed_journal_dir: Path, tmp_pat
         port = taken.getsockname()[1]
         result = subprocess.run(
             sentinel_argv(
-                "run", "--journal-dir", str(seed_journal_dir), "--state-dir", str(tmp_path / "s"),
-                "--listen", f"127.0.0.1:{port}",
+                "run",
+                "--journal-dir",
+                str(seed_journal_dir),
+                "--state-dir",
+                str(tmp_path / "s"),
+                "--listen",
+                f"127.0.0.1:{port}",
             ),
-            capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+        )
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()
     assert lines == [f"error: cannot listen on 127.0.0.1:{port}: Address already in use"], (

@@ -23,10 +23,9 @@ from typing import TypeVar
 
 import journaltools
 import pytest
+import standin_sglang
 from prometheus_client.parser import text_string_to_metric_families
 
-HERE = Path(__file__).resolve().parent
-STANDIN = HERE / "standin_sglang.py"
 UNIT = "sglang-qwen.service"
 SEED_1 = "6a1f0c2e9b7d4e3f8a5b1c0d2e4f6a8b"
 SEED_2 = "c37e91d04a5b4f6e9d8c7b6a5f4e3d2c"
@@ -126,9 +125,7 @@ class Sentinel:
 
 
 @pytest.fixture
-def sentinel(
-    live_journald: journaltools.LiveJournald, tmp_path: Path
-) -> Iterator[Sentinel]:
+def sentinel(live_journald: journaltools.LiveJournald, tmp_path: Path) -> Iterator[Sentinel]:
     """`sentinel run` following the live journal, fresh state, free port; started before any write."""
     state = tmp_path / "state"
     port = free_port()
@@ -138,11 +135,19 @@ def sentinel(
     with err.open("wb") as stderr:
         proc = subprocess.Popen(
             sentinel_argv(
-                "run", "--journal-dir", str(live_journald.journal_dir), "--state-dir", str(state),
-                "--listen", f"127.0.0.1:{port}",
+                "run",
+                "--journal-dir",
+                str(live_journald.journal_dir),
+                "--state-dir",
+                str(state),
+                "--listen",
+                f"127.0.0.1:{port}",
             ),
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr, env=env,
-        )  # fmt: skip
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            env=env,
+        )
     s = Sentinel(proc, port, state, err)
     try:
         wait_until(lambda: s.logged("sentinel_started"), 15, "sentinel_started")
@@ -153,16 +158,9 @@ def sentinel(
         proc.wait(timeout=10)
 
 
-def run_startup(
-    live_journald: journaltools.LiveJournald, startup: int, invocation_id: str
-) -> None:
+def run_startup(live_journald: journaltools.LiveJournald, startup: int, invocation_id: str) -> None:
     """Write one fixture startup through journald as `sglang-qwen.service`; wait for the exit."""
-    proc = live_journald.run_in_unit(
-        UNIT,
-        [sys.executable, str(STANDIN), "--startup", str(startup), "--delay-ms", "2", *SGLANG_FLAGS],
-        invocation_id=invocation_id,
-    )
-    assert proc.wait(timeout=60) == 0
+    standin_sglang.run(live_journald, startup, invocation_id, unit=UNIT, argv=SGLANG_FLAGS)
 
 
 def two_startups(live_journald: journaltools.LiveJournald, s: Sentinel) -> str:
@@ -195,10 +193,18 @@ def test_live_startups_show_on_metrics_and_the_regression_fires(
     assert value(samples, "sglang_sentinel_piecewise_cuda_graph_enabled", unit=UNIT) == 0.0
     assert value(samples, "sglang_sentinel_startups_total", unit=UNIT, outcome="ready") == 2.0
     assert value(samples, "sglang_sentinel_startup_ready", unit=UNIT) == 1.0
+    # Each startup is announced once, though later lines (batch stats, requests) update it.
+    events = [json.loads(line) for line in sentinel.stderr().splitlines() if line.startswith("{")]
+    recorded = [(e["invocation"], e["outcome"]) for e in events if e["event"] == "startup_recorded"]
+    assert recorded == [(SEED_1[:8], "ready"), (SEED_2[:8], "ready")]
+    raised = sorted(e["check"] for e in events if e["event"] == "finding_raised")
+    assert raised == sorted(c for c, _ in REGRESSIONS_AFTER_2)
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None and not os.environ.get("CI"),
-                    reason="promtool not installed (CI installs it)")  # fmt: skip
+@pytest.mark.skipif(
+    shutil.which("promtool") is None and not os.environ.get("CI"),
+    reason="promtool not installed (CI installs it)",
+)
 def test_live_metrics_pass_promtool(
     live_journald: journaltools.LiveJournald, sentinel: Sentinel
 ) -> None:
@@ -219,8 +225,11 @@ def test_baseline_pinned_from_the_cli_shows_without_restart(
     env = {k: v for k, v in os.environ.items() if k != "SENTINEL_STATE_DIR"}
     result = subprocess.run(
         sentinel_argv("baseline", "--pin", SEED_1[:8], "--state-dir", str(sentinel.state)),
-        capture_output=True, text=True, timeout=30, env=env,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=env,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"{UNIT}: pinned startup {SEED_1[:8]} as baseline"
     body = wait_until(
@@ -246,8 +255,11 @@ def test_api_key_reaches_neither_metrics_nor_logs_nor_state(
     assert SECRET not in body
     startups = subprocess.run(
         sentinel_argv("startups", "--json", "--state-dir", str(sentinel.state)),
-        capture_output=True, text=True, timeout=30, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
     doc = json.loads(startups.stdout)
     assert [s["invocation_id"] for s in doc["startups"]] == [SEED_1, SEED_2]
     assert "--api-key <redacted>" in doc["startups"][0]["launch_flags"]  # the flag, not its value

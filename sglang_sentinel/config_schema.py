@@ -1,0 +1,399 @@
+"""What a config is: its typed records, every key it may hold, and how one raw value is checked.
+
+config.py reads the file, merges the sources and walks the raw mapping; it turns each leaf into
+a typed value with the converters here, which raise InvalidValue with a message for the person
+who wrote the file. The key table KEYS drives the unknown-key check, the "did you mean"
+suggestions and describe_keys() (hence docs/config.md), so the three cannot drift apart.
+config_to_dict() is the way back: a Config as plain YAML-ready data.
+"""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Final, Literal, get_args
+
+from .redact import scrub_text
+
+STATE_DIR_ENV: Final = "SENTINEL_STATE_DIR"
+
+LogFormat = Literal["auto", "json", "console"]
+LogLevel = Literal["debug", "info", "warning", "error"]
+LOG_FORMATS: Final[tuple[str, ...]] = get_args(LogFormat)
+LOG_LEVELS: Final[tuple[str, ...]] = get_args(LogLevel)
+
+
+def _empty_mapping() -> Mapping[str, Any]:
+    return MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class JournalConfig:
+    """Where entries come from; neither set means the local system journal."""
+
+    directory: Path | None = None
+    files: tuple[Path, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ListenAddress:
+    """The metrics endpoint's address; `host` is stored without IPv6 brackets."""
+
+    host: str = "127.0.0.1"
+    port: int = 19110
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class RulesConfig:
+    """Rule directories read after the bundled pack, and a policy override file."""
+
+    dirs: tuple[Path, ...] = ()
+    policy: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    format: LogFormat = "auto"
+    level: LogLevel = "info"
+
+
+@dataclass(frozen=True, slots=True)
+class AlertmanagerConfig:
+    """Direct pushes of findings to Alertmanager; no `urls` means pushing is off."""
+
+    urls: tuple[str, ...] = ()
+    resend_interval_seconds: float = 60.0
+    timeout_seconds: float = 5.0
+    resolve_resend_seconds: float = 300.0
+    generator_url: str | None = None
+    external_labels: Mapping[str, str] = field(default_factory=_empty_mapping)
+    bearer_token_file: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """The effective configuration. Mappings are read-only views."""
+
+    units: tuple[str, ...] = ("sglang-qwen.service",)
+    journal: JournalConfig = field(default_factory=JournalConfig)
+    state_dir: Path = Path("/var/lib/sglang-sentinel")
+    listen: ListenAddress = field(default_factory=ListenAddress)
+    rules: RulesConfig = field(default_factory=RulesConfig)
+    policy: Mapping[str, Any] = field(default_factory=_empty_mapping)
+    log: LogConfig = field(default_factory=LogConfig)
+    alertmanager: AlertmanagerConfig = field(default_factory=AlertmanagerConfig)
+    checkpoint_interval_seconds: float = 5.0
+    max_replay_age_seconds: float | None = None
+
+
+# Every key the file may hold, with its one-line description. The unknown-key check, the
+# "did you mean" suggestions and describe_keys() (hence docs/config.md) all come from here, so
+# the three cannot drift apart. `policy` and `alertmanager.external_labels` are free-form leaves.
+KEYS: Final[Mapping[str, str]] = {
+    "units": "systemd units to watch; '.service' is appended to a name without a unit suffix",
+    "journal.directory": "read the journal files in this directory instead of the system journal",
+    "journal.files": "read these journal files instead of the system journal (not with directory)",
+    "state_dir": "SQLite state: startup records, baselines, journal cursor "
+    f"(the environment variable {STATE_DIR_ENV} overrides it)",
+    "listen": "HOST:PORT of the HTTP endpoint serving /metrics; [::1]:PORT for IPv6",
+    "rules.dirs": "rule directories read after the bundled pack; a rule with the same id overrides",
+    "rules.policy": "a policy file used instead of the bundled rules/policy.yaml",
+    "policy": "inline policy overrides merged per check over the policy file, e.g. "
+    "{checks: {cuda_graph_disabled: {severity: warning}}}",
+    "log.format": "auto (JSON lines unless stderr is a terminal), json or console",
+    "log.level": "lowest level logged: debug, info, warning or error",
+    "alertmanager.urls": "Alertmanager URLs http(s)://host[:port][/path]; /api/v2/alerts is "
+    "appended unless the path ends with it; empty = no pushes",
+    "alertmanager.resend_interval_seconds": "how often firing alerts are pushed again (5..600 s)",
+    "alertmanager.timeout_seconds": "HTTP timeout of one push (at most the resend interval)",
+    "alertmanager.resolve_resend_seconds": "how long a resolved alert keeps being pushed as "
+    "resolved, so a restarted or unreachable Alertmanager still learns it ended",
+    "alertmanager.generator_url": "generatorURL set on every alert (e.g. a dashboard link); "
+    "null = this sentinel's /metrics",
+    "alertmanager.external_labels": "labels added to every alert (e.g. cluster); never override "
+    "the alert's own alertname, unit, check, severity, instance",
+    "alertmanager.bearer_token_file": "file whose content (trimmed) is sent as "
+    "'Authorization: Bearer ...'; read at every push, so a rotated token needs no restart",
+    "checkpoint_interval_seconds": "how often the journal cursor is saved while no line matches",
+    "max_replay_age_seconds": "skip entries older than this on a cursor replay or first start; "
+    "null = from the start of the current boot",
+}
+
+
+def known_keys(section: str) -> frozenset[str]:
+    prefix = f"{section}." if section else ""
+    return frozenset(k[len(prefix) :].split(".")[0] for k in KEYS if k.startswith(prefix))
+
+
+_UNIT_SUFFIXES: Final = ("service", "socket", "target", "timer", "path", "mount",
+                          "automount", "swap", "slice", "scope", "device")  # fmt: skip
+# systemd's unit_name_is_valid(): [A-Za-z0-9:_.\-] plus one "@" for template instances.
+_UNIT_NAME: Final = re.compile(
+    r"(?P<prefix>[A-Za-z0-9:_.\\-]+)(?P<at>@(?P<instance>[A-Za-z0-9:_.\\-]*))?"
+    rf"\.(?:{'|'.join(_UNIT_SUFFIXES)})"
+)
+_HOSTNAME: Final = re.compile(
+    r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?"
+)
+_DURATION: Final = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*")
+_DURATION_FACTOR: Final[Mapping[str | None, float]] = {
+    None: 1,
+    "ms": 0.001,
+    "s": 1,
+    "m": 60,
+    "h": 3600,
+    "d": 86400,
+}
+LABEL_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_URL_AUTHORITY: Final = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://)(?P<auth>[^/?#]*)", re.S)
+
+
+class InvalidValue(Exception):
+    """One bad value; the checker turns it into a problem named by the value's dotted path."""
+
+
+def mask_url(url: str) -> str:
+    """`https://user:pass@host` -> `https://user:<redacted>@host`; a lone user may be a token.
+
+    Secret query parameters (`?token=...`) are left to redact.scrub_text, the shared rule.
+    """
+    url = scrub_text(url)
+    m = _URL_AUTHORITY.match(url)
+    if m is None:
+        return url
+    # rpartition like urlsplit: an unescaped "@" inside the password must not leak its tail.
+    userinfo, at, hostport = m["auth"].rpartition("@")
+    if not at:
+        return url
+    user, colon, _ = userinfo.partition(":")
+    masked = f"{user}:<redacted>" if colon else "<redacted>"
+    return f"{m['head']}{masked}@{hostport}{url[m.end() :]}"
+
+
+def format_number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(x)
+
+
+def describe_value(value: Any) -> str:
+    """A value as the user wrote it (YAML spelling), for 'got ...' in messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, int | float):
+        return format_number(value)
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return f"a {type(value).__name__}"
+
+
+def _seconds(value: Any) -> float:
+    if isinstance(value, str) and (m := _DURATION.fullmatch(value)):
+        return float(m[1]) * _DURATION_FACTOR[m[2]]
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    raise InvalidValue(
+        f"expected seconds or a duration like '30s', '2m', '1h'; got {describe_value(value)}"
+    )
+
+
+def duration(
+    low: float, high: float | None = None, *, zero: bool = False
+) -> Callable[[Any, str], float]:
+    """A converter for a duration in seconds; a `low` of 0 is excluded unless `zero` is set."""
+
+    def convert(value: Any, path: str) -> float:
+        seconds = _seconds(value)
+        if low == 0 and not zero and seconds <= 0:
+            raise InvalidValue(f"must be more than 0 seconds, got {describe_value(value)}")
+        if seconds < low or (high is not None and seconds > high):
+            bounds = (
+                f"between {format_number(low)} and {format_number(high)}"
+                if high
+                else f"at least {format_number(low)}"
+            )
+            raise InvalidValue(f"must be {bounds} seconds, got {describe_value(value)}")
+        return seconds
+
+    return convert
+
+
+def choice(choices: tuple[str, ...]) -> Callable[[Any, str], str]:
+    def convert(value: Any, path: str) -> str:
+        # Case-insensitive: "INFO" is an obvious intent, not a mistake worth a failed start.
+        if isinstance(value, str) and value.lower() in choices:
+            return value.lower()
+        raise InvalidValue(f"must be one of {', '.join(choices)}; got {describe_value(value)}")
+
+    return convert
+
+
+def unit_name(value: Any, path: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidValue(f"expected a unit name, got {describe_value(value)}")
+    name = value if value.rpartition(".")[2] in _UNIT_SUFFIXES else f"{value}.service"
+    m = _UNIT_NAME.fullmatch(name)
+    if m is None or len(name) > 255:
+        raise InvalidValue(f"not a systemd unit name: {value!r}")
+    if m["at"] and not m["instance"]:
+        raise InvalidValue(f"{value!r} is a template; name an instance, e.g. '{m['prefix']}@NAME'")
+    return name
+
+
+def listen_address(value: Any, path: str) -> ListenAddress:
+    example = "e.g. 127.0.0.1:19110 or [::1]:19110"
+    if not isinstance(value, str):
+        raise InvalidValue(f"expected HOST:PORT ({example}), got {describe_value(value)}")
+    if value.startswith("["):
+        host, bracket, rest = value[1:].partition("]")
+        port_text = rest[1:] if bracket and rest.startswith(":") else ""
+    else:
+        host, colon, port_text = value.rpartition(":")
+        port_text = port_text if colon else ""
+    if not port_text:
+        raise InvalidValue(f"expected HOST:PORT, got {value!r}")
+    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise InvalidValue(f"port must be 1..65535, got {port_text!r} in {value!r}")
+    if not host:
+        raise InvalidValue(f"no host in {value!r}; use 0.0.0.0 (all IPv4) or [::] (all addresses)")
+    if value.startswith("["):
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise InvalidValue(f"not an IPv6 address in brackets: {value!r}") from None
+    elif ":" in host:
+        raise InvalidValue(f"an IPv6 address needs brackets, e.g. '[{host}]:{port_text}'")
+    elif not _HOSTNAME.fullmatch(host):
+        raise InvalidValue(f"not a host name or IP address: {host!r}")
+    return ListenAddress(host=host, port=int(port_text))
+
+
+def http_url(*, strict: bool) -> Callable[[Any, str], str]:
+    """http(s)://host[:port][/path]; `strict` also refuses ?query and #fragment."""
+
+    def convert(value: Any, path: str) -> str:
+        if not isinstance(value, str):
+            raise InvalidValue(f"expected a URL, got {describe_value(value)}")
+        shown = mask_url(value)  # messages end up in logs; credentials must not
+        m = re.fullmatch(r"(?i)(https?)://([^/?#\s]+)([^\s]*)", value)
+        if m is None:
+            raise InvalidValue(f"not an http(s) URL: {shown!r}")
+        hostport = m[2].rpartition("@")[2]
+        hm = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[^:\[\]]+)(?::(\d*))?", hostport)
+        if hm is None or (hm[2] is not None and not (hm[2].isdigit() and 1 <= int(hm[2]) <= 65535)):
+            raise InvalidValue(f"bad host or port in URL: {shown!r}")
+        if strict and re.search(r"[?#]", m[3]):
+            raise InvalidValue(
+                f"expected http(s)://host[:port][/path] without ?query or #fragment: {shown!r}"
+            )
+        return value
+
+    return convert
+
+
+def label_string(value: Any, path: str) -> str:
+    if not isinstance(value, str):
+        # Quoting matters in YAML: `debug: yes` is a boolean, `version: 1.10` is 1.1.
+        raise InvalidValue(f"expected a string (quote it), got {describe_value(value)}")
+    return value
+
+
+def config_to_dict(config: Config, *, mask_secrets: bool = True) -> dict[str, Any]:
+    """The effective config as plain YAML-ready data; URL credentials masked unless asked not to."""
+
+    def url(value: str) -> str:
+        return mask_url(value) if mask_secrets else value
+
+    def opt(value: Path | None) -> str | None:
+        return None if value is None else str(value)
+
+    am = config.alertmanager
+    return {
+        "units": list(config.units),
+        "journal": {
+            "directory": opt(config.journal.directory),
+            "files": [str(p) for p in config.journal.files],
+        },
+        "state_dir": str(config.state_dir),
+        "listen": str(config.listen),
+        "rules": {"dirs": [str(p) for p in config.rules.dirs], "policy": opt(config.rules.policy)},
+        "policy": copy.deepcopy(dict(config.policy)),
+        "log": {"format": config.log.format, "level": config.log.level},
+        "alertmanager": {
+            "urls": [url(u) for u in am.urls],
+            "resend_interval_seconds": am.resend_interval_seconds,
+            "timeout_seconds": am.timeout_seconds,
+            "resolve_resend_seconds": am.resolve_resend_seconds,
+            "generator_url": None if am.generator_url is None else url(am.generator_url),
+            "external_labels": dict(am.external_labels),
+            "bearer_token_file": opt(am.bearer_token_file),
+        },
+        "checkpoint_interval_seconds": config.checkpoint_interval_seconds,
+        "max_replay_age_seconds": config.max_replay_age_seconds,
+    }
+
+
+def _inline(value: Any) -> str:
+    """A default as it would be written in the YAML file, on one line."""
+    if isinstance(value, list):
+        return "[" + ", ".join(_inline(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_inline(v)}" for k, v in value.items()) + "}"
+    return describe_value(value).strip("'")
+
+
+def describe_keys() -> list[tuple[str, str, str]]:
+    """(dotted key, default as YAML text, one-line description) for every key, in file order."""
+    defaults = config_to_dict(Config())
+    rows = []
+    for key, text in KEYS.items():
+        value: Any = defaults
+        for part in key.split("."):
+            value = value[part]
+        rows.append((key, _inline(value), text))
+    return rows
+
+
+__all__ = [
+    "KEYS",
+    "LABEL_NAME",
+    "LOG_FORMATS",
+    "LOG_LEVELS",
+    "STATE_DIR_ENV",
+    "AlertmanagerConfig",
+    "Config",
+    "InvalidValue",
+    "JournalConfig",
+    "ListenAddress",
+    "LogConfig",
+    "LogFormat",
+    "LogLevel",
+    "RulesConfig",
+    "choice",
+    "config_to_dict",
+    "describe_keys",
+    "describe_value",
+    "duration",
+    "format_number",
+    "http_url",
+    "known_keys",
+    "label_string",
+    "listen_address",
+    "mask_url",
+    "unit_name",
+]
