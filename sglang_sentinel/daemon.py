@@ -25,6 +25,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from systemd import daemon as sd
 
 from . import __version__
+from .alerts import AlertPusher
 from .compare import Policy, load_policy
 from .config import Config, load_config
 from .errors import ConfigError, JournalError, RuleError, SentinelError
@@ -111,7 +112,8 @@ class Daemon:
         self._last_ping = 0.0
         # invocation -> (outcome, checks) last logged, for the most recent startups only.
         self._announced: dict[str, tuple[str, tuple[str, ...]]] = {}
-        self.pusher: Any = None
+        self.pusher: AlertPusher | None = None
+        self._open_findings: dict[str, set[str]] = {}  # unit -> open check ids, for raised/cleared
         registry = CollectorRegistry(auto_describe=False)
         registry.register(
             SentinelCollector(
@@ -173,13 +175,20 @@ class Daemon:
 
     def run(self) -> int:
         self.source.open()
-        self.pipeline.resume()
+        # The local journal starts at this boot; a journal directory or file (another machine's,
+        # a copy) is read from its beginning.
+        local = self.config.journal.directory is None and not self.config.journal.files
+        self.pipeline.resume(
+            from_boot_start=local, max_age_seconds=self.config.max_replay_age_seconds
+        )
         self.stats.cursor_resets = self.store.counter("cursor_resets")
         self.serve()
         if self.config.alertmanager.urls:
-            from .alerts import AlertPusher
-
-            self.pusher = AlertPusher(self.config.alertmanager, stats=self.stats)
+            self.pusher = AlertPusher(
+                self.config.alertmanager,
+                stats=self.stats,
+                generator_url=f"http://{self.config.listen}/metrics",
+            )
             self.pusher.start()
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_r, False)
@@ -292,28 +301,38 @@ class Daemon:
                 max_running_requests=r.facts.get("max_running_requests"),
                 findings=[f.check for f in c.findings],
             )
-            for f in c.findings:
+        if comparisons:
+            self._sync_findings()
+
+    def _sync_findings(self) -> None:
+        """Log findings raised/cleared per unit and hand the open set to the alert pusher."""
+        decided = [v.comparison for v in self.views() if v.comparison is not None]
+        for c in decided:
+            unit, inv = c.record.unit, c.record.invocation_id[:8]
+            now = {f.check: f for f in c.findings}
+            before = self._open_findings.get(unit, set())
+            for check in sorted(now.keys() - before):
+                f = now[check]
                 log.warning(
                     "finding_raised",
-                    unit=r.unit,
-                    invocation=r.invocation_id[:8],
-                    check=f.check,
+                    unit=unit,
+                    invocation=inv,
+                    check=check,
                     severity=f.severity,
                     message=f.message,
                 )
-        if comparisons:
-            self._push_alerts()
-
-    def _push_alerts(self) -> None:
+            for check in sorted(before - now.keys()):
+                log.info("finding_cleared", unit=unit, invocation=inv, check=check)
+            self._open_findings[unit] = set(now)
         if self.pusher is not None:
-            self.pusher.update([v.comparison for v in self.views() if v.comparison is not None])
+            self.pusher.update(decided)
 
     def _housekeeping(self) -> None:
         version = self.store.data_version()
         if version != self._data_version:
             if self._data_version != -1:
                 log.info("state_changed_externally", reason="baseline pinned or unpinned")
-                self._push_alerts()
+                self._sync_findings()
             self._data_version = version
         self._ping_watchdog()
         self._update_status()

@@ -6,6 +6,7 @@ where reading starts and whether they wait for more.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -63,7 +64,7 @@ class Pipeline:
         self.store = store
         self.source_key = source_key
         self.stats = Stats()
-        self.tracker = StartupTracker(self._match)
+        self.tracker = StartupTracker(self._match, rules.match_raw)
         self._on_comparison = on_comparison
         self._uncommitted = 0
 
@@ -72,34 +73,51 @@ class Pipeline:
 
     def set_rules(self, rules: RuleSet) -> None:
         self.rules = rules
+        self.tracker.match_raw = rules.match_raw
 
-    def resume(self, *, from_boot_start: bool = True) -> None:
-        """Seek to the saved cursor (or the start of this boot) and restore open startups."""
+    def resume(self, *, from_boot_start: bool = True, max_age_seconds: float | None = None) -> None:
+        """Seek to the saved cursor (or the start of this boot) and restore open startups.
+
+        `max_age_seconds` caps how far back reading starts, with or without a cursor.
+        """
         self.tracker.restore(self.store.open_builders())
         cursor = self.store.cursor(self.source_key)
+        oldest = time.time() - max_age_seconds if max_age_seconds is not None else None
+        if cursor is not None and oldest is not None and _cursor_time(cursor) < oldest:
+            self._count_cursor_reset("saved cursor is older than max_replay_age_seconds")
+            cursor = None
         if cursor is None:
-            if from_boot_start:
+            if oldest is not None:
+                self.source.seek_realtime(oldest)
+            elif from_boot_start:
                 self.source.seek_boot_start()
             else:
                 self.source.seek_head()
             return
         if not self.source.seek_cursor(cursor):
-            self.stats.cursor_resets += 1
-            with self.store.transaction():
-                self.store.add_counter("cursor_resets")
-            log.warning("cursor_reset", reason="saved cursor's entry is gone; continuing after it")
+            self._count_cursor_reset("saved cursor's entry is gone; continuing after it")
+
+    def _count_cursor_reset(self, reason: str) -> None:
+        self.stats.cursor_resets += 1
+        with self.store.transaction():
+            self.store.add_counter("cursor_resets")
+        log.warning("cursor_reset", reason=reason)
 
     def process(self, limit: int | None = None) -> int:
         """Feed the entries available now (at most `limit`); returns how many were read."""
         n = 0
         feed = self.tracker.feed
-        last = None
-        for entry in self.source.entries(limit):
-            feed(entry)
-            last = entry
+        feed_same = self.tracker.feed_same_invocation
+        realtime_us = self.source.realtime_us
+        # Most lines come as raw bytes (a line of the invocation just seen); see JournalSource.lines.
+        for item in self.source.lines(limit):
+            if isinstance(item, bytes):
+                feed_same(item, realtime_us)
+            else:
+                feed(item)
             n += 1
-        if last is not None:
-            self.stats.last_entry_realtime = last.realtime_us / 1e6
+        if n and self.source.last_realtime_us is not None:
+            self.stats.last_entry_realtime = self.source.last_realtime_us / 1e6
         self.stats.entries_read += n
         self._uncommitted += n
         return n
@@ -141,3 +159,14 @@ class Pipeline:
             if rec is not None:
                 ids.append(rec.invocation_id)
         return ids
+
+
+def _cursor_time(cursor: str) -> float:
+    """The realtime stamp a journal cursor carries (`t=` in hex microseconds); 0 if absent."""
+    for part in cursor.split(";"):
+        if part.startswith("t="):
+            try:
+                return int(part[2:], 16) / 1e6
+            except ValueError:
+                return 0.0
+    return 0.0

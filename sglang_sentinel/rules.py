@@ -23,7 +23,7 @@ from typing import Any, Final, Literal, cast
 import yaml
 
 from sglang_sentinel.errors import RuleError
-from sglang_sentinel.model import FactValue, Rank, RuleMatch
+from sglang_sentinel.model import RUNTIME_FACTS, FactValue, Rank, RuleMatch
 
 FactType = Literal["int", "float", "gb", "bool", "str", "list"]
 Scope = Literal["startup", "runtime"]
@@ -52,6 +52,16 @@ _PREFIX_RE: Final = re.compile(
     r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+\.py:\d+: )?",
     re.ASCII,
 )
+# _PREFIX_RE without the decoration: the part that RuleSet._split memoizes.
+_BRACKET_RE: Final = re.compile(
+    r"\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?"
+    r"((?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] ",
+    re.ASCII,
+)
+_MEMO_PREFIX_MAX: Final = 96  # longer than any real "[ts DPn PPn ATTN_CPn MOE_DPn TPn EPn] "
+_MEMO_SIZE: Final = 4096
+_ASCII_DIGITS: Final = "0123456789"
+_ASCII_DIGITS_RAW: Final = b"0123456789"
 _DECORATION_RE: Final = re.compile(
     r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+\.py:\d+: ", re.ASCII
 )
@@ -320,6 +330,14 @@ _COMMON_RANKS: Final[Mapping[str, Rank]] = MappingProxyType(
 
 
 _DECORATION_WORDS: Final = ("DEBUG ", "INFO ", "WARNING ", "ERROR ", "CRITICAL ")
+_DECORATION_WORDS_RAW: Final = tuple(w.encode() for w in _DECORATION_WORDS)
+
+
+class _ExactPath:
+    """A skeleton verdict: lines of this shape take the exact path."""
+
+
+_EXACT_PATH: Final = _ExactPath()
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,6 +362,15 @@ class RuleSet:
         init=False, repr=False, compare=False
     )
     _may_match: Callable[[str], bool] = field(init=False, repr=False, compare=False)
+    _runtime_only: frozenset[str] = field(init=False, repr=False, compare=False)
+    # "[ts ranks] " -> its rank, or None when it is not an SGLang prefix. Every line of a second
+    # shares one, so this saves the prefix regex on nearly every line; cleared when it grows.
+    _prefix_memo: dict[str, Rank | None] = field(init=False, repr=False, compare=False)
+    # match_raw: raw "[ts ranks] " -> valid?, and digit-free line body -> verdict (see there).
+    _raw_prefix_memo: dict[bytes, bool] = field(init=False, repr=False, compare=False)
+    _skeleton_memo: dict[bytes, tuple[Rule, str] | _ExactPath | None] | None = field(
+        init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         rules = tuple(self.rules)
@@ -372,6 +399,16 @@ class RuleSet:
         object.__setattr__(
             self, "_may_match", _prefilter(frozenset(heads), head_len, _build_gate(buckets))
         )
+        runtime_only = {
+            r.id for r in rules if r.scope == "runtime" and all(f.name in RUNTIME_FACTS for f in r.facts)
+        }
+        object.__setattr__(self, "_runtime_only", frozenset(runtime_only))
+        object.__setattr__(self, "_prefix_memo", {})
+        object.__setattr__(self, "_raw_prefix_memo", {})
+        # The skeleton shortcut is exact only while no literal the candidates depend on has a digit.
+        literals = [r.contains for r in rules] + [p for p in prefixes.values() if p]
+        digit_free = not any(c in _ASCII_DIGITS for text in literals for c in text)
+        object.__setattr__(self, "_skeleton_memo", {} if digit_free else None)
 
     def get(self, rule_id: str) -> Rule | None:
         """The rule with this id, or None."""
@@ -384,24 +421,135 @@ class RuleSet:
 
     def match(self, message: str) -> list[RuleMatch]:
         """Every rule that matches one journal message, with its typed facts and the line's rank."""
-        if not self._may_match(message):
-            return []
-        body, rank = split_prefix(message)
+        body, rank = self._split(message)
         return self.match_body(body, rank)
 
     def match_body(self, body: str, rank: Rank = _NO_RANK) -> list[RuleMatch]:
         """Every rule that matches an already-stripped line body."""
         matches: list[RuleMatch] = []
-        candidates = self._heads.get(body[: self._head_len])
-        if candidates is not None:
-            for prefix, rule in candidates:
+        for rule in self._candidates(body):
+            self._apply(rule, body, rank, matches)
+        return matches
+
+    def match_line(self, message: str) -> list[RuleMatch] | tuple[str, dict[str, FactValue]]:
+        """`match()` for the per-line hot path: when the one rule a line can match is a runtime
+        rule with only runtime facts (a batch line), `(rule id, facts)` if it matches, without
+        building the rank and the RuleMatch; otherwise exactly what `match()` returns."""
+        body, rank = self._split(message)
+        candidates = self._candidates(body)
+        if len(candidates) == 1 and candidates[0].id in self._runtime_only:
+            facts = candidates[0].apply(body)
+            return [] if facts is None else (candidates[0].id, facts)
+        matches: list[RuleMatch] = []
+        for rule in candidates:
+            self._apply(rule, body, rank, matches)
+        return matches
+
+    def match_raw(self, raw: bytes) -> list[RuleMatch] | tuple[str, dict[str, FactValue]]:
+        """`match_line` for a raw MESSAGE that has no ESC or CR byte (the caller cleans those).
+
+        Per line, nearly every line of a busy unit is a batch or access line of the same few
+        shapes. Which rules a line can match (prefix, `contains` and bucket literals, all
+        digit-free) is a question about its body with the ASCII digits removed: a literal in the
+        body is in that "skeleton" too. So the candidate search runs once per skeleton and the
+        answer is kept: no rule (nothing to do), one runtime rule (check it on the real body and
+        run its regex), or anything else (the exact path, `match_line`).
+        """
+        skeletons = self._skeleton_memo
+        end = raw.find(b"] ", 1, _MEMO_PREFIX_MAX) + 2
+        if (
+            skeletons is None
+            or end < 2
+            or raw[:1] != b"["
+            or raw.endswith(b"\n")
+            or raw.startswith(_DECORATION_WORDS_RAW, end)
+            or not self._raw_prefix_ok(raw[:end])
+        ):
+            return self.match_line(raw.decode("utf-8", "replace").rstrip("\n"))
+        skeleton = raw[end:].translate(None, _ASCII_DIGITS_RAW)
+        if skeleton in skeletons:
+            verdict = skeletons[skeleton]
+        else:
+            if len(skeletons) >= _MEMO_SIZE:
+                skeletons.clear()
+            verdict = self._skeleton_verdict(skeleton.decode("utf-8", "replace"))
+            skeletons[skeleton] = verdict
+        if verdict is None:
+            return []
+        if verdict is _EXACT_PATH:
+            return self.match_line(raw.decode("utf-8", "replace"))
+        rule, prefix = verdict
+        body = raw[end:].decode("utf-8", "replace")
+        if not (body.startswith(prefix) and rule.contains in body):
+            return []
+        facts = rule.apply(body)
+        return [] if facts is None else (rule.id, facts)
+
+    def _skeleton_verdict(self, skeleton: str) -> tuple[Rule, str] | _ExactPath | None:
+        """None: no rule can match a body with this skeleton; (rule, its anchored prefix): at most
+        that runtime rule can; `_EXACT_PATH`: anything else."""
+        candidates = self._candidates(skeleton)
+        if not candidates:
+            return None
+        if len(candidates) == 1 and candidates[0].id in self._runtime_only:
+            rule = candidates[0]
+            heads = self._heads.get(skeleton[: self._head_len], ())
+            prefix = next((p for p, r in heads if r is rule), "")
+            return rule, prefix
+        return _EXACT_PATH
+
+    def _raw_prefix_ok(self, key: bytes) -> bool:
+        memo = self._raw_prefix_memo
+        ok = memo.get(key)
+        if ok is None:
+            if len(memo) >= _MEMO_SIZE:
+                memo.clear()
+            ok = _BRACKET_RE.fullmatch(key.decode("utf-8", "replace")) is not None
+            memo[key] = ok
+        return ok
+
+    def _candidates(self, body: str) -> list[Rule]:
+        """The rules whose anchored prefix and required literal `body` has, in match order.
+
+        Only these can match; their regexes decide. The literal checks are `in` on the body
+        (a fast substring search), cheaper than one gate regex over the line.
+        """
+        found: list[Rule] = []
+        heads = self._heads.get(body[: self._head_len])
+        if heads is not None:
+            for prefix, rule in heads:
                 if body.startswith(prefix) and rule.contains in body:
-                    self._apply(rule, body, rank, matches)
+                    found.append(rule)
         for literal, rules in self._buckets:
             if literal in body:
-                for rule in rules:
-                    self._apply(rule, body, rank, matches)
-        return matches
+                found.extend(rules)
+        return found
+
+    def _split(self, message: str) -> tuple[str, Rank]:
+        """`split_prefix`, with the `[ts ranks] ` part looked up in a small memo."""
+        if message.startswith("["):
+            end = message.find("] ", 1, _MEMO_PREFIX_MAX) + 2
+            if end > 1:
+                key = message[:end]
+                memo = self._prefix_memo
+                if key in memo:
+                    rank = memo[key]
+                else:
+                    if len(memo) >= _MEMO_SIZE:
+                        memo.clear()
+                    bracket = _BRACKET_RE.fullmatch(key)
+                    ranks = bracket.group(1) if bracket is not None else ""
+                    rank = None if bracket is None else _parse_rank(ranks) if ranks else _NO_RANK
+                    memo[key] = rank
+                if rank is None:
+                    return message, _NO_RANK
+                # The pre-logger decoration may follow the prefix (what _PREFIX_RE's tail does).
+                if message.startswith(_DECORATION_WORDS, end):
+                    decoration = _DECORATION_RE.match(message, end)
+                    if decoration is not None:
+                        end = decoration.end()
+                return message[end:], rank
+        return split_prefix(message)
 
     @staticmethod
     def _apply(rule: Rule, body: str, rank: Rank, matches: list[RuleMatch]) -> None:

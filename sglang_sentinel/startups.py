@@ -31,8 +31,12 @@ from .model import (
 )
 from .redact import launch_flags, redact_cmdline, scrub_text
 from .serverargs import is_complete, normalized_settings, parse_server_args
+from .text import clean_message
 
 Matcher = Callable[[str], list[RuleMatch]]
+# RuleSet.match_raw: raw MESSAGE bytes (no ESC/CR) -> a batch line's (rule id, runtime facts)
+# without building a RuleMatch, else what match() returns.
+RawMatcher = Callable[[bytes], "list[RuleMatch] | tuple[str, dict[str, FactValue]]"]
 
 # Facts the tracker takes from server_args when no log line reported them.
 _FROM_SETTINGS = (
@@ -151,12 +155,15 @@ class _Builder:
 class StartupTracker:
     """Feeds entries through the rules and keeps the current startup of every unit."""
 
-    def __init__(self, match: Matcher) -> None:
+    def __init__(self, match: Matcher, match_raw: RawMatcher | None = None) -> None:
         self._match = match
+        self.match_raw: RawMatcher = match_raw or (lambda raw: match(clean_message(raw)))
         self._builders: dict[str, _Builder] = {}  # invocation id -> builder
         self._current: dict[str, str] = {}  # unit -> invocation id of its newest startup
         self._dirty: set[str] = set()
         self.rule_hits: dict[str, int] = {}
+        # The builder of the service line fed last, for `feed_same_invocation`.
+        self._last_service: _Builder | None = None
 
     # -- persistence hooks --------------------------------------------------------------------
 
@@ -173,6 +180,7 @@ class StartupTracker:
         """Records changed since the last call, with their resumable state; oldest first."""
         out = [(self._builders[i].snapshot(), self._builders[i].to_json()) for i in self._dirty]
         self._dirty.clear()
+        self._last_service = None
         # Only the newest startup of each unit can still change; forget the others.
         keep = set(self._current.values())
         for inv in [i for i in self._builders if i not in keep]:
@@ -188,9 +196,48 @@ class StartupTracker:
 
     def feed(self, entry: JournalEntry) -> None:
         if entry.from_pid1 or (entry.message_id is not None and entry.invocation_id is None):
+            self._last_service = None
             self._feed_manager_line(entry)
         else:
             self._feed_service_line(entry)
+
+    def feed_same_invocation(self, raw: bytes, realtime_us: Callable[[], int]) -> None:
+        """A service line of the same unit and invocation as the service entry fed just before.
+
+        What `feed` does with such an entry, minus what cannot change within an invocation
+        (builder lookup, the _CMDLINE flags); the time is read only when a rule matched.
+        """
+        b = self._last_service
+        if b is None:
+            raise ValueError("feed_same_invocation() needs a service entry fed before it")
+        if b.server_args_pending is not None:
+            message = clean_message(raw)
+            entry = JournalEntry(b.unit, message, realtime_us(), invocation_id=b.invocation_id)
+            self._feed_service_line(entry)
+            return
+        if b"\x1b" in raw or b"\r" in raw:
+            matches: list[RuleMatch] | tuple[str, dict[str, FactValue]] = self._match(
+                clean_message(raw)
+            )
+        else:
+            matches = self.match_raw(raw)
+        if isinstance(matches, tuple):
+            # A batch line: what _apply does with runtime facts, without the rank and the time.
+            rule_id, facts = matches
+            b.rule_hits[rule_id] = b.rule_hits.get(rule_id, 0) + 1
+            self.rule_hits[rule_id] = self.rule_hits.get(rule_id, 0) + 1
+            runtime = b.runtime
+            for name, value in facts.items():
+                if value is not None:
+                    runtime[name] = value
+            self._dirty.add(b.invocation_id)
+            return
+        if not matches:
+            return
+        ts = realtime_us() / 1e6
+        for m in matches:
+            self._apply(b, m, ts)
+        self._dirty.add(b.invocation_id)
 
     def _feed_manager_line(self, entry: JournalEntry) -> None:
         ts = entry.realtime_us / 1e6
@@ -241,6 +288,7 @@ class StartupTracker:
     def _feed_service_line(self, entry: JournalEntry) -> None:
         ts = entry.realtime_us / 1e6
         b = self._service_builder(entry, ts)
+        self._last_service = b
         if b.server_args_pending is not None and not _SGLANG_PREFIX.match(entry.message):
             # journald split an over-long server_args line; this entry is its continuation.
             self._extend_server_args(b, entry.message)

@@ -249,6 +249,9 @@ class StartupScript:
         self._clock_set = self.start is not None
         self._now_us = _micros(_parse_time(self.start or DEFAULT_START)) - 1000
         self._boot_us = _micros(_parse_time(self.boot_at))
+        # journal-remote drops entries with a negative monotonic time: boot before the start.
+        if self._boot_us > self._now_us:
+            self._boot_us = self._now_us - 3_600_000_000
 
     # clock
     def at(self, when: datetime | str) -> Self:

@@ -1,0 +1,310 @@
+"""`make bench`: sentinel scan against the journal-read floor, journalctl | grep and mtail.
+
+    python -m bench            # full: 1M entries, 5 interleaved runs each, 60 s live at 20k/s
+    python -m bench --smoke    # CI: 20k entries, one run, no live part (well under a minute)
+
+Every measured command runs as its own subprocess (see measure.py), on the same cached journal
+(generate.py), interleaved a, b, c, d per round so that drift on a shared machine hits all four
+alike; the table shows medians. Results go to bench/results/latest.json (full) or smoke.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from . import generate
+from .measure import Run, run_pipeline, run_steps
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = REPO / ".venv" / "bin"
+RESULTS = Path(__file__).resolve().parent / "results"
+MTAIL_PROGS = Path(__file__).resolve().parent / "mtail"
+FLOOR = Path(__file__).resolve().parent / "floor.py"
+
+METHODS = {
+    "a": "floor: Reader._next()/_get('MESSAGE') loop",
+    "b": "journalctl -u -o cat | grep -E",
+    "c": "journalctl -u -o cat > file; mtail --one_shot",
+    "d": "sentinel scan (default rules, fresh state)",
+}
+TARGETS = {
+    "d_over_a_max": 2.2,
+    "d_faster_than_b": True,
+    "c_over_d_min": 3.0,
+    "rss_growth_max_mb": 10.0,
+    "live_lag_max_s": 1.0,
+}
+
+
+def startup_pattern() -> str:
+    """The startup rules' required literals as one ERE: what `grep` looks for in part b."""
+    sys.path.insert(0, str(REPO))
+    from sglang_sentinel.rules import default_rules_dir, load_rules
+
+    rules = load_rules([default_rules_dir()])
+    literals = sorted({r.contains for r in rules.rules if r.scope == "startup"})
+    return "|".join(re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\1", lit) for lit in literals)
+
+
+def commands(journal: Path, unit: str, work: Path, pattern: str) -> dict[str, Any]:
+    jctl = ["journalctl", "--no-pager", "-D", str(journal), "-u", unit, "-o", "cat"]
+    return {
+        "a": lambda: run_pipeline([[str(BIN / "python"), str(FLOOR), str(journal), unit]]),
+        "b": lambda: _to_file(work / "grep.out", [jctl, ["grep", "-E", pattern]]),
+        "c": lambda: run_steps(
+            [
+                (jctl, work / "unit.txt"),
+                (
+                    [
+                        "mtail", "--one_shot", "--one_shot_format", "json",
+                        "--progs", str(MTAIL_PROGS), "--logs", str(work / "unit.txt"),
+                        "--logtostderr", "--port", "0",
+                    ],
+                    work / "mtail.json",
+                ),
+            ]
+        ),
+        "d": lambda: _scan(journal, unit, work),
+    }
+
+
+def _to_file(path: Path, pipeline: list[list[str]]) -> Run:
+    # Never /dev/null: GNU grep stops at the first match when its output is /dev/null.
+    with path.open("wb") as f:
+        return run_pipeline(pipeline, stdout=f)
+
+
+def _scan(journal: Path, unit: str, work: Path) -> Run:
+    state = work / "scan-state"
+    shutil.rmtree(state, ignore_errors=True)
+    with (work / "scan.out").open("wb") as f:
+        run = run_pipeline(
+            [
+                [
+                    str(BIN / "sentinel"), "scan", "--journal-dir", str(journal),
+                    "--state-dir", str(state), "--unit", unit,
+                ]
+            ],
+            stdout=f,
+        )
+    return run
+
+
+def _summary(runs: list[Run], entries: int) -> dict[str, Any]:
+    wall = statistics.median(r.wall_s for r in runs)
+    return {
+        "wall_s": round(wall, 3),
+        "cpu_s": round(statistics.median(r.cpu_s for r in runs), 3),
+        "maxrss_mb": round(statistics.median(r.maxrss_kb for r in runs) / 1024, 1),
+        "anon_peak_mb": round(statistics.median(r.anon_peak_kb for r in runs) / 1024, 1),
+        "entries_per_s": round(entries / wall),
+        "runs_wall_s": [round(r.wall_s, 3) for r in runs],
+        "returncodes": sorted({r.returncode for r in runs}),
+    }
+
+
+def check_outputs(work: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """The compared tools must have found the same facts (else the timing compares nothing)."""
+    latest = manifest["startups"][-1]
+    facts: dict[str, Any] = {}
+    mtail = json.loads((work / "mtail.json").read_text())
+
+    def gauge(name: str) -> float | None:
+        series = mtail.get(name)
+        return series[0]["LabelValues"][0]["Value"]["Value"] if series else None
+
+    facts["mtail_max_running_requests"] = gauge("sglang_max_running_requests")
+    facts["mtail_kv_cache_tokens"] = gauge("sglang_kv_cache_tokens")
+    facts["expected_max_running_requests"] = latest["max_running_requests"]
+    facts["expected_kv_cache_tokens"] = latest["kv_cache_tokens"]
+    scan = (work / "scan.out").read_text()
+    mrr = re.findall(r"max_running_requests=(\d+)", scan)
+    facts["sentinel_max_running_requests"] = [int(x) for x in mrr]
+    facts["grep_lines"] = sum(1 for _ in (work / "grep.out").open("rb"))
+    facts["agree"] = (
+        facts["mtail_max_running_requests"] == latest["max_running_requests"]
+        and facts["mtail_kv_cache_tokens"] == latest["kv_cache_tokens"]
+        and facts["sentinel_max_running_requests"]
+        == [s["max_running_requests"] for s in manifest["startups"]]
+    )
+    return facts
+
+
+def environment() -> dict[str, Any]:
+    def version(argv: list[str]) -> str:
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+            return (out.stdout or out.stderr).splitlines()[0].strip()
+        except (OSError, IndexError, subprocess.TimeoutExpired):
+            return "unknown"
+
+    cpu = "unknown"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "systemd": version(["journalctl", "--version"]),
+        "mtail": version(["mtail", "--version"]),
+        "grep": version(["grep", "--version"]),
+        "loadavg_at_start": os.getloadavg(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--smoke", action="store_true", help="20k entries, one run, no live part")
+    ap.add_argument("--entries", type=int)
+    ap.add_argument("--runs", type=int)
+    ap.add_argument("--live-seconds", type=float)
+    ap.add_argument("--live-rate", type=int, default=20_000)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args(argv)
+    entries = args.entries or (20_000 if args.smoke else 1_000_000)
+    runs = args.runs or (1 if args.smoke else 5)
+    live_seconds = args.live_seconds if args.live_seconds is not None else (0 if args.smoke else 60)
+    out = args.out or RESULTS / ("smoke.json" if args.smoke else "latest.json")
+    small = max(1000, entries // 10)
+    began = time.perf_counter()
+
+    print(f"journal: {entries} entries (and {small} for the RSS comparison) ...", flush=True)
+    journal, manifest = generate.ensure(entries)
+    small_journal, small_manifest = generate.ensure(small)
+    unit = manifest["unit"]
+    unit_entries = int(manifest["unit_entries"])
+    pattern = startup_pattern()
+    results: dict[str, list[Run]] = {k: [] for k in METHODS}
+    small_scans: list[Run] = []
+    with tempfile.TemporaryDirectory(prefix="sentinel-bench-") as tmp:
+        work = Path(tmp)
+        cmds = commands(journal, unit, work, pattern)
+        (work / "small").mkdir()
+        small_scan = commands(small_journal, unit, work / "small", pattern)["d"]
+        for i in range(runs):
+            for key in METHODS:
+                run = cmds[key]()
+                results[key].append(run)
+                print(f"  run {i + 1}/{runs} {key}: {run.wall_s:7.2f} s wall", flush=True)
+            small_scans.append(small_scan())
+        checks = check_outputs(work, manifest)
+        live: dict[str, Any] = {"skipped": "smoke run"} if live_seconds <= 0 else {}
+        if live_seconds > 0:
+            from .live import measure_live
+
+            print(f"live: {args.live_rate} lines/s for {live_seconds:.0f} s ...", flush=True)
+            live = measure_live(args.live_rate, live_seconds, work)
+
+    summary = {k: _summary(v, unit_entries) for k, v in results.items()}
+    small_summary = _summary(small_scans, int(small_manifest["unit_entries"]))
+    a, b, c, d = (summary[k]["wall_s"] for k in "abcd")
+    ratios = {"d/a": round(d / a, 2), "d/b": round(d / b, 2), "d/c": round(d / c, 2)}
+    rss = {
+        "scan_small_entries": small_manifest["entries"],
+        "scan_large_entries": manifest["entries"],
+        "maxrss_small_mb": small_summary["maxrss_mb"],
+        "maxrss_large_mb": summary["d"]["maxrss_mb"],
+        "maxrss_growth_mb": round(summary["d"]["maxrss_mb"] - small_summary["maxrss_mb"], 1),
+        "anon_small_mb": small_summary["anon_peak_mb"],
+        "anon_large_mb": summary["d"]["anon_peak_mb"],
+        "anon_growth_mb": round(summary["d"]["anon_peak_mb"] - small_summary["anon_peak_mb"], 1),
+        "floor_maxrss_mb": summary["a"]["maxrss_mb"],
+    }
+    verdict = {
+        "d_at_most_2.2x_a": ratios["d/a"] <= TARGETS["d_over_a_max"],
+        "d_faster_than_b": d < b,
+        "d_3x_faster_than_c": c / d >= TARGETS["c_over_d_min"],
+        "rss_growth_under_10mb": rss["anon_growth_mb"] < TARGETS["rss_growth_max_mb"],
+        "live_lag_under_1s": (
+            live.get("lag_max_s") is not None and live["lag_max_s"] < TARGETS["live_lag_max_s"]
+        )
+        if "skipped" not in live
+        else None,
+        "outputs_agree": checks["agree"],
+    }
+    doc = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "mode": "smoke" if args.smoke else "full",
+        "environment": environment(),
+        "journal": {k: manifest[k] for k in ("entries", "unit_entries", "other_entries", "files", "bytes", "kinds")},
+        "runs_each": runs,
+        "methods": METHODS,
+        "results": summary,
+        "ratios": ratios,
+        "rss": rss,
+        "live": live,
+        "checks": checks,
+        "targets": TARGETS,
+        "verdict": verdict,
+        "grep_pattern": pattern,
+        "total_seconds": round(time.perf_counter() - began, 1),
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    print_table(doc)
+    print(f"wrote {out.relative_to(REPO) if out.is_relative_to(REPO) else out}")
+    failed = [k for k, v in verdict.items() if v is False]
+    if not checks["agree"]:
+        print("ERROR: the tools disagree on the facts; see 'checks' in the JSON", file=sys.stderr)
+        return 1
+    if failed:
+        print(f"targets missed: {', '.join(failed)}")
+    return 0
+
+
+def print_table(doc: dict[str, Any]) -> None:
+    res = doc["results"]
+    j = doc["journal"]
+    print()
+    print(
+        f"{j['entries']} entries ({j['unit_entries']} of the unit) in {len(j['files'])} files, "
+        f"{j['bytes'] / 2**20:.0f} MiB; median of {doc['runs_each']} interleaved run(s)"
+    )
+    header = f"{'':4}{'method':50} {'entries/s':>10} {'wall s':>8} {'CPU s':>8} {'maxRSS MB':>10} {'anon MB':>8}"
+    print(header)
+    print("-" * len(header))
+    for key, name in doc["methods"].items():
+        r = res[key]
+        print(
+            f"{key:4}{name:50} {r['entries_per_s']:>10,} {r['wall_s']:>8.2f} {r['cpu_s']:>8.2f} "
+            f"{r['maxrss_mb']:>10.1f} {r['anon_peak_mb']:>8.1f}"
+        )
+    live = doc["live"]
+    if "skipped" in live:
+        print(f"e   live: skipped ({live['skipped']})")
+    else:
+        print(
+            f"e   live sentinel run at {live['rate_per_s']:,}/s for {live['seconds']:.0f} s: lag p50 "
+            f"{live['lag_p50_s']} s, p95 {live['lag_p95_s']} s, max {live['lag_max_s']} s; CPU "
+            f"{live['sentinel_cpu_s']} s ({live['sentinel_cpu_percent']} %); "
+            f"{live['entries_in_journal']:,}/{live['lines_written']:,} lines arrived"
+        )
+    r = doc["ratios"]
+    rss = doc["rss"]
+    print(f"ratios (wall): d/a {r['d/a']}  d/b {r['d/b']}  d/c {r['d/c']}  (c is {1 / r['d/c']:.1f}x d)")
+    print(
+        f"scan RSS {rss['scan_small_entries']:,} -> {rss['scan_large_entries']:,} entries: maxRSS "
+        f"{rss['maxrss_small_mb']} -> {rss['maxrss_large_mb']} MB, anon {rss['anon_small_mb']} -> "
+        f"{rss['anon_large_mb']} MB (+{rss['anon_growth_mb']} MB)"
+    )
+    print("targets: " + ", ".join(f"{k}={'yes' if v else ('n/a' if v is None else 'NO')}" for k, v in doc["verdict"].items()))
+    print(f"total {doc['total_seconds']} s")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

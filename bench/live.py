@@ -1,0 +1,216 @@
+"""Part e: `sentinel run` following a live journald that an SGLang-like writer fills at a fixed rate.
+
+The writer runs as the unit (tests/journaltools.LiveJournald.run_in_unit: its cgroup, a journald
+stdout stream, an invocation id), logs one complete startup and then steady-state batch and access
+lines at RATE lines/s. The namespace's journald.conf turns rate limiting off (the default 10000
+per 30 s would drop most of them); the harness checks that every line arrived.
+
+    python -m bench.live writer RATE SECONDS COUNT_FILE    (run by the harness, inside the unit)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from . import generate
+from .floor import read_floor
+from .measure import proc_cpu_seconds
+
+REPO = Path(__file__).resolve().parent.parent
+LIVE_UNIT = "sglang-live.service"
+_JOURNALD_CONF = "[Journal]\nRateLimitIntervalSec=0\nRateLimitBurst=0\n"
+
+
+def writer(rate: int, seconds: float, count_file: Path) -> None:
+    """Log a startup, then `rate` steady-state lines per second for `seconds`; record the count."""
+    out = sys.stdout.buffer
+    version = generate.VERSIONS[1]
+    now = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+    lines = [generate._prefix(now, rank) + body for rank, body in generate.startup_lines(version)]
+    out.write(("\n".join(lines) + "\n").encode())
+    written = len(lines)
+    steady = generate.SteadyState(version.name, random.Random(7))
+    started = time.monotonic()
+    tick = 0.01  # write in 10 ms slices: smooth enough, and few syscalls
+    while True:
+        elapsed = time.monotonic() - started
+        if elapsed >= seconds:
+            break
+        due = int(min(elapsed + tick, seconds) * rate)
+        ts = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+        chunk = []
+        for i in range(due - (written - len(lines))):
+            roll = i % 20
+            if roll < 11:
+                chunk.append(f"[{ts} TP0] {steady.decode()[0]}")
+            elif roll < 15:
+                chunk.append(f"[{ts} TP0] {steady.prefill()}")
+            else:
+                chunk.append(f"[{ts}] {steady.access()}")
+        if chunk:
+            out.write(("\n".join(chunk) + "\n").encode())
+            out.flush()
+            written += len(chunk)
+        time.sleep(max(0.0, started + elapsed + tick - time.monotonic()))
+    out.flush()
+    count_file.write_text(f"{written} {time.monotonic() - started:.3f}\n")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _scrape(port: int) -> dict[str, float]:
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+    wanted = (
+        "sglang_sentinel_journal_last_entry_timestamp_seconds",
+        "sglang_sentinel_journal_entries_read_total",
+        "sglang_sentinel_processing_lag_seconds",
+    )
+    out: dict[str, float] = {}
+    for line in body.splitlines():
+        name, _, value = line.partition(" ")
+        if name in wanted:
+            out[name] = float(value)
+    return out
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def measure_live(rate: int, seconds: float, workdir: Path) -> dict[str, Any]:
+    """Run the writer and a following `sentinel run`; lag and CPU of the sentinel."""
+    if os.geteuid() != 0:
+        return {"skipped": "needs root (a standalone journald in its own namespace)"}
+    sys.path.insert(0, str(REPO / "tests"))
+    import journaltools
+
+    namespace = f"sentinel-bench-{os.getpid()}"
+    conf = Path(f"/etc/systemd/journald@{namespace}.conf")
+    conf.parent.mkdir(parents=True, exist_ok=True)
+    conf.write_text(_JOURNALD_CONF)
+    daemon = journaltools.LiveJournald(namespace)
+    sentinel: subprocess.Popen[bytes] | None = None
+    try:
+        daemon.start()
+        port = _free_port()
+        state = workdir / "live-state"
+        err = (workdir / "live-sentinel.stderr").open("wb")
+        sentinel = subprocess.Popen(
+            [
+                str(REPO / ".venv/bin/sentinel"), "run",
+                "--journal-dir", str(daemon.journal_dir),
+                "--state-dir", str(state),
+                "--unit", LIVE_UNIT,
+                "--listen", f"127.0.0.1:{port}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                _scrape(port)
+                break
+            except OSError:
+                if sentinel.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"sentinel run did not come up; see {err.name}") from None
+                time.sleep(0.05)
+        count_file = workdir / "live-writer.count"
+        count_file.unlink(missing_ok=True)
+        cpu0 = proc_cpu_seconds(sentinel.pid) or 0.0
+        jcpu0 = proc_cpu_seconds(daemon.pid) or 0.0
+        t0 = time.time()
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        writer_proc = daemon.run_in_unit(
+            LIVE_UNIT,
+            [sys.executable, "-m", "bench.live", "writer", str(rate), str(seconds), str(count_file)],
+            invocation_id=secrets.token_hex(16),
+            env=env,
+        )
+        samples: list[dict[str, float]] = []
+        while writer_proc.poll() is None:
+            time.sleep(0.5)
+            now = time.time()
+            m = _scrape(port)
+            last = m.get("sglang_sentinel_journal_last_entry_timestamp_seconds")
+            read = m.get("sglang_sentinel_journal_entries_read_total", 0.0)
+            expected = min(now - t0, seconds) * rate
+            samples.append(
+                {
+                    "t": round(now - t0, 3),
+                    "lag_s": round(now - last, 4) if last else None,  # type: ignore[dict-item]
+                    "backlog_entries": round(max(0.0, expected - read)),
+                    "read": read,
+                }
+            )
+        t_writer_done = time.time()
+        cpu_during = (proc_cpu_seconds(sentinel.pid) or 0.0) - cpu0
+        journald_cpu = (proc_cpu_seconds(daemon.pid) or 0.0) - jcpu0
+        written_text = count_file.read_text().split() if count_file.exists() else ["0", "0"]
+        written = int(written_text[0])
+        # Catch-up: until the sentinel has read every line that the journal holds.
+        in_journal = read_floor(str(daemon.journal_dir), LIVE_UNIT)
+        deadline = time.monotonic() + 60
+        read = 0.0
+        while time.monotonic() < deadline:
+            read = _scrape(port).get("sglang_sentinel_journal_entries_read_total", 0.0)
+            if read >= in_journal:
+                break
+            time.sleep(0.05)
+        catch_up = time.time() - t_writer_done
+        lags = [s["lag_s"] for s in samples if s["lag_s"] is not None]
+        # Lag while the writer runs at full rate (the first second is the startup burst).
+        steady = [s["lag_s"] for s in samples if s["lag_s"] is not None and s["t"] >= 2.0]
+        wall = t_writer_done - t0
+        return {
+            "rate_per_s": rate,
+            "seconds": seconds,
+            "lines_written": written,
+            "writer_seconds": float(written_text[1]),
+            "entries_in_journal": in_journal,
+            "all_arrived": in_journal == written,
+            "entries_read_by_sentinel": int(read),
+            "lag_p50_s": _percentile(steady or lags, 0.5),
+            "lag_p95_s": _percentile(steady or lags, 0.95),
+            "lag_max_s": max(steady or lags) if lags else None,
+            "catch_up_after_writer_s": round(catch_up, 3),
+            "sentinel_cpu_s": round(cpu_during, 2),
+            "sentinel_cpu_percent": round(100 * cpu_during / wall, 1) if wall else None,
+            "journald_cpu_s": round(journald_cpu, 2),
+            "samples": samples,
+        }
+    finally:
+        if sentinel is not None and sentinel.poll() is None:
+            sentinel.send_signal(signal.SIGTERM)
+            try:
+                sentinel.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                sentinel.kill()
+                sentinel.wait()
+        daemon.stop()
+        conf.unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == "writer":
+        writer(int(sys.argv[2]), float(sys.argv[3]), Path(sys.argv[4]))
+    else:
+        print(json.dumps(measure_live(int(sys.argv[1]), float(sys.argv[2]), Path(sys.argv[3])), indent=1))
