@@ -68,9 +68,17 @@ def commands(journal: Path, unit: str, work: Path, pattern: str) -> dict[str, An
                 (jctl, work / "unit.txt"),
                 (
                     [
-                        "mtail", "--one_shot", "--one_shot_format", "json",
-                        "--progs", str(MTAIL_PROGS), "--logs", str(work / "unit.txt"),
-                        "--logtostderr", "--port", "0",
+                        "mtail",
+                        "--one_shot",
+                        "--one_shot_format",
+                        "json",
+                        "--progs",
+                        str(MTAIL_PROGS),
+                        "--logs",
+                        str(work / "unit.txt"),
+                        "--logtostderr",
+                        "--port",
+                        "0",
                     ],
                     work / "mtail.json",
                 ),
@@ -93,8 +101,14 @@ def _scan(journal: Path, unit: str, work: Path) -> Run:
         run = run_pipeline(
             [
                 [
-                    str(BIN / "sentinel"), "scan", "--journal-dir", str(journal),
-                    "--state-dir", str(state), "--unit", unit,
+                    str(BIN / "sentinel"),
+                    "scan",
+                    "--journal-dir",
+                    str(journal),
+                    "--state-dir",
+                    str(state),
+                    "--unit",
+                    unit,
                 ]
             ],
             stdout=f,
@@ -241,7 +255,10 @@ def main(argv: list[str] | None = None) -> int:
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "mode": "smoke" if args.smoke else "full",
         "environment": environment(),
-        "journal": {k: manifest[k] for k in ("entries", "unit_entries", "other_entries", "files", "bytes", "kinds")},
+        "journal": {
+            k: manifest[k]
+            for k in ("entries", "unit_entries", "other_entries", "files", "bytes", "kinds")
+        },
         "runs_each": runs,
         "methods": METHODS,
         "results": summary,
@@ -296,13 +313,21 @@ def print_table(doc: dict[str, Any]) -> None:
         )
     r = doc["ratios"]
     rss = doc["rss"]
-    print(f"ratios (wall): d/a {r['d/a']}  d/b {r['d/b']}  d/c {r['d/c']}  (c is {1 / r['d/c']:.1f}x d)")
+    print(
+        f"ratios (wall): d/a {r['d/a']}  d/b {r['d/b']}  d/c {r['d/c']}  (c is {1 / r['d/c']:.1f}x d)"
+    )
     print(
         f"scan RSS {rss['scan_small_entries']:,} -> {rss['scan_large_entries']:,} entries: maxRSS "
         f"{rss['maxrss_small_mb']} -> {rss['maxrss_large_mb']} MB, anon {rss['anon_small_mb']} -> "
         f"{rss['anon_large_mb']} MB (+{rss['anon_growth_mb']} MB)"
     )
-    print("targets: " + ", ".join(f"{k}={'yes' if v else ('n/a' if v is None else 'NO')}" for k, v in doc["verdict"].items()))
+    print(
+        "targets: "
+        + ", ".join(
+            f"{k}={'yes' if v else ('n/a' if v is None else 'NO')}"
+            for k, v in doc["verdict"].items()
+        )
+    )
     print(f"total {doc['total_seconds']} s")
 
 

@@ -8,6 +8,7 @@ data threshold), so the difference to `sentinel scan` is the sentinel's own work
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 from systemd import journal
@@ -29,10 +30,8 @@ def read_floor(directory: str, unit: str) -> int:
     get = reader._get
     n = 0
     while next_():
-        try:
+        with contextlib.suppress(KeyError):
             get("MESSAGE")
-        except KeyError:
-            pass
         n += 1
     reader.close()
     return n

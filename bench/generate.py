@@ -114,7 +114,10 @@ def startup_lines(v: Version) -> list[tuple[int | None, str]]:
         args = args.replace("enable_piecewise_cuda_graph=True", "enable_piecewise_cuda_graph=False")
     ranks = range(v.tp)
     out: list[tuple[int | None, str]] = [
-        (None, "INFO server_args.py:1835: Attention backend not specified. Use flashinfer backend by default."),
+        (
+            None,
+            "INFO server_args.py:1835: Attention backend not specified. Use flashinfer backend by default.",
+        ),
         (None, f"server_args={args}"),
         (None, "Using default HuggingFace chat template with detected content format: openai"),
     ]
@@ -330,12 +333,78 @@ class _Others:
         inv = "0f" * 16
         sglang_cmd = "/opt/sglang/.venv/bin/python3 -m sglang.launch_server --model /models/bge-m3"
         self.kinds: list[tuple[str, bytes, int]] = [
-            ("sshd", _service_header("ssh.service", inv, 811, "sshd", "/usr/sbin/sshd", "sshd: /usr/sbin/sshd -D [listener] 0 of 10-100 startups"), 22),
-            ("cron", _service_header("cron.service", "1e" * 16, 702, "cron", "/usr/sbin/cron", "/usr/sbin/cron -f"), 10),
-            ("containerd", _service_header("containerd.service", "2d" * 16, 955, "containerd", "/usr/bin/containerd", "/usr/bin/containerd"), 25),
-            ("embed", _service_header(OTHER_SGLANG_UNIT, "3c" * 16, 9001, "python3", "/usr/bin/python3.12", sglang_cmd), 20),
-            ("kernel", _fields(_BOOT_ID=BOOT_ID, _MACHINE_ID=MACHINE_ID, _HOSTNAME=HOSTNAME, _TRANSPORT="kernel", SYSLOG_FACILITY="0", SYSLOG_IDENTIFIER="kernel", PRIORITY="4"), 13),
-            ("pid1", _fields(_BOOT_ID=BOOT_ID, _MACHINE_ID=MACHINE_ID, _HOSTNAME=HOSTNAME, _PID="1", _UID="0", _GID="0", _COMM="systemd", _EXE="/usr/lib/systemd/systemd", _CMDLINE="/sbin/init", _SYSTEMD_CGROUP="/init.scope", _SYSTEMD_UNIT="init.scope", _TRANSPORT="journal", SYSLOG_IDENTIFIER="systemd", UNIT="session-42.scope", PRIORITY="6"), 10),
+            (
+                "sshd",
+                _service_header(
+                    "ssh.service",
+                    inv,
+                    811,
+                    "sshd",
+                    "/usr/sbin/sshd",
+                    "sshd: /usr/sbin/sshd -D [listener] 0 of 10-100 startups",
+                ),
+                22,
+            ),
+            (
+                "cron",
+                _service_header(
+                    "cron.service", "1e" * 16, 702, "cron", "/usr/sbin/cron", "/usr/sbin/cron -f"
+                ),
+                10,
+            ),
+            (
+                "containerd",
+                _service_header(
+                    "containerd.service",
+                    "2d" * 16,
+                    955,
+                    "containerd",
+                    "/usr/bin/containerd",
+                    "/usr/bin/containerd",
+                ),
+                25,
+            ),
+            (
+                "embed",
+                _service_header(
+                    OTHER_SGLANG_UNIT, "3c" * 16, 9001, "python3", "/usr/bin/python3.12", sglang_cmd
+                ),
+                20,
+            ),
+            (
+                "kernel",
+                _fields(
+                    _BOOT_ID=BOOT_ID,
+                    _MACHINE_ID=MACHINE_ID,
+                    _HOSTNAME=HOSTNAME,
+                    _TRANSPORT="kernel",
+                    SYSLOG_FACILITY="0",
+                    SYSLOG_IDENTIFIER="kernel",
+                    PRIORITY="4",
+                ),
+                13,
+            ),
+            (
+                "pid1",
+                _fields(
+                    _BOOT_ID=BOOT_ID,
+                    _MACHINE_ID=MACHINE_ID,
+                    _HOSTNAME=HOSTNAME,
+                    _PID="1",
+                    _UID="0",
+                    _GID="0",
+                    _COMM="systemd",
+                    _EXE="/usr/lib/systemd/systemd",
+                    _CMDLINE="/sbin/init",
+                    _SYSTEMD_CGROUP="/init.scope",
+                    _SYSTEMD_UNIT="init.scope",
+                    _TRANSPORT="journal",
+                    SYSLOG_IDENTIFIER="systemd",
+                    UNIT="session-42.scope",
+                    PRIORITY="6",
+                ),
+                10,
+            ),
         ]
         self._choices = [k for k in self.kinds for _ in range(k[2])]
         self.embed = SteadyState("0.5.9", rng)
@@ -409,9 +478,11 @@ class _Generator:
         def interleave() -> Iterator[tuple[str, bytes]]:
             # Other units' entries in between, so that 25% of all entries are theirs at any point.
             nonlocal emitted_other, count
-            while emitted_other < others_total and emitted_other * (1 - OTHER_SHARE) < (
-                emitted_unit * OTHER_SHARE
-            ) and rng.random() < 0.75:
+            while (
+                emitted_other < others_total
+                and emitted_other * (1 - OTHER_SHARE) < (emitted_unit * OTHER_SHARE)
+                and rng.random() < 0.75
+            ):
                 name, header, msg = self.others.pick(_ts_string(self.ts))
                 emitted_other += 1
                 count += 1
@@ -427,7 +498,10 @@ class _Generator:
                 for r in range(v.tp)
             ]
             title = f"{UNIT} - SGLang {v.model.rsplit('/', 1)[-1]} (TP{v.tp})"
-            for mid, text in ((UNIT_STARTING, f"Starting {title}..."), (UNIT_STARTED, f"Started {title}.")):
+            for mid, text in (
+                (UNIT_STARTING, f"Starting {title}..."),
+                (UNIT_STARTED, f"Started {title}."),
+            ):
                 emitted_unit += 1
                 count += 1
                 yield "pid1", self._entry(_pid1_header(UNIT, inv, mid), text.encode())
@@ -491,7 +565,9 @@ def journal_dir_for(n: int, cache: Path = CACHE_DIR) -> Path:
     return cache / f"journal-v{GENERATOR_VERSION}-n{n}"
 
 
-def build(n: int, out_dir: Path, *, per_file: int | None = None, seed: int = 5) -> dict[str, object]:
+def build(
+    n: int, out_dir: Path, *, per_file: int | None = None, seed: int = 5
+) -> dict[str, object]:
     """Write an N-entry journal to `out_dir` (several files) and return its manifest."""
     if per_file is None:
         # Several files even for a small journal: reading across files is part of the cost.
@@ -508,44 +584,44 @@ def build(n: int, out_dir: Path, *, per_file: int | None = None, seed: int = 5) 
     procs: list[subprocess.Popen[bytes]] = []
     chunk: list[bytes] = []
     in_file = 0
-    errors = tempfile.TemporaryFile()  # journal-remote's stderr; a pipe could fill and block it
+    # journal-remote's stderr goes to a file: a pipe could fill up and block it.
+    with tempfile.TemporaryFile() as errors:
 
-    def flush() -> None:
-        nonlocal chunk, in_file
-        if not chunk:
-            return
-        # Journald-style rotated names: the archived files sort by their first entry.
-        name = f"system@bench-{len(files):04d}.journal"
-        files.append(name)
-        proc = subprocess.Popen(
-            [str(JOURNAL_REMOTE), f"--output={out_dir / name}", "-"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=errors,
-        )
-        assert proc.stdin is not None
-        proc.stdin.write(b"".join(chunk))
-        proc.stdin.close()
-        procs.append(proc)
-        chunk, in_file = [], 0
-        # At most two writers at once on a 2-core box; Python keeps generating meanwhile.
-        while sum(p.poll() is None for p in procs) >= 2:
-            time.sleep(0.05)
-
-    for kind, data in gen.run():
-        kinds[kind] += 1
-        chunk.append(data)
-        in_file += 1
-        if in_file >= per_file:
-            flush()
-    flush()
-    for proc in procs:
-        if proc.wait() != 0:
-            errors.seek(0)
-            raise RuntimeError(
-                f"systemd-journal-remote failed ({proc.returncode}): {errors.read().decode()}"
+        def flush() -> None:
+            nonlocal chunk, in_file
+            if not chunk:
+                return
+            # Journald-style rotated names: the archived files sort by their first entry.
+            name = f"system@bench-{len(files):04d}.journal"
+            files.append(name)
+            proc = subprocess.Popen(
+                [str(JOURNAL_REMOTE), f"--output={out_dir / name}", "-"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=errors,
             )
-    errors.close()
+            assert proc.stdin is not None
+            proc.stdin.write(b"".join(chunk))
+            proc.stdin.close()
+            procs.append(proc)
+            chunk, in_file = [], 0
+            # At most two writers at once on a 2-core box; Python keeps generating meanwhile.
+            while sum(p.poll() is None for p in procs) >= 2:
+                time.sleep(0.05)
+
+        for kind, data in gen.run():
+            kinds[kind] += 1
+            chunk.append(data)
+            in_file += 1
+            if in_file >= per_file:
+                flush()
+        flush()
+        for proc in procs:
+            if proc.wait() != 0:
+                errors.seek(0)
+                raise RuntimeError(
+                    f"systemd-journal-remote failed ({proc.returncode}): {errors.read().decode()}"
+                )
     others = sum(v for k, v in kinds.items() if k.startswith("other:"))
     manifest: dict[str, object] = {
         "generator_version": GENERATOR_VERSION,
@@ -580,4 +656,9 @@ if __name__ == "__main__":
 
     size = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
     path, info = ensure(size)
-    print(path, json.dumps({k: info[k] for k in ("entries", "unit_entries", "other_entries", "build_seconds")}))
+    print(
+        path,
+        json.dumps(
+            {k: info[k] for k in ("entries", "unit_entries", "other_entries", "build_seconds")}
+        ),
+    )

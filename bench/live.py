@@ -92,7 +92,7 @@ def _percentile(values: list[float], q: float) -> float | None:
     if not values:
         return None
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def measure_live(rate: int, seconds: float, workdir: Path) -> dict[str, Any]:
@@ -115,11 +115,16 @@ def measure_live(rate: int, seconds: float, workdir: Path) -> dict[str, Any]:
         err = (workdir / "live-sentinel.stderr").open("wb")
         sentinel = subprocess.Popen(
             [
-                str(REPO / ".venv/bin/sentinel"), "run",
-                "--journal-dir", str(daemon.journal_dir),
-                "--state-dir", str(state),
-                "--unit", LIVE_UNIT,
-                "--listen", f"127.0.0.1:{port}",
+                str(REPO / ".venv/bin/sentinel"),
+                "run",
+                "--journal-dir",
+                str(daemon.journal_dir),
+                "--state-dir",
+                str(state),
+                "--unit",
+                LIVE_UNIT,
+                "--listen",
+                f"127.0.0.1:{port}",
             ],
             stdout=subprocess.DEVNULL,
             stderr=err,
@@ -141,7 +146,15 @@ def measure_live(rate: int, seconds: float, workdir: Path) -> dict[str, Any]:
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         writer_proc = daemon.run_in_unit(
             LIVE_UNIT,
-            [sys.executable, "-m", "bench.live", "writer", str(rate), str(seconds), str(count_file)],
+            [
+                sys.executable,
+                "-m",
+                "bench.live",
+                "writer",
+                str(rate),
+                str(seconds),
+                str(count_file),
+            ],
             invocation_id=secrets.token_hex(16),
             env=env,
         )
@@ -213,4 +226,8 @@ if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "writer":
         writer(int(sys.argv[2]), float(sys.argv[3]), Path(sys.argv[4]))
     else:
-        print(json.dumps(measure_live(int(sys.argv[1]), float(sys.argv[2]), Path(sys.argv[3])), indent=1))
+        print(
+            json.dumps(
+                measure_live(int(sys.argv[1]), float(sys.argv[2]), Path(sys.argv[3])), indent=1
+            )
+        )

@@ -24,6 +24,7 @@ import yaml
 
 from sglang_sentinel.errors import RuleError
 from sglang_sentinel.model import RUNTIME_FACTS, FactValue, Rank, RuleMatch
+from sglang_sentinel.text import clean_message
 
 FactType = Literal["int", "float", "gb", "bool", "str", "list"]
 Scope = Literal["startup", "runtime"]
@@ -109,6 +110,9 @@ class Rule:
     _plan: tuple[tuple[str, str, Callable[[str], FactValue]], ...] = field(
         init=False, repr=False, compare=False
     )
+    # Every fact group is a plain number pattern whose conversion cannot fail on a match shorter
+    # than _DEFERRABLE_SPAN. See `deferrable`.
+    _numbers_only: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         constants = tuple((f.name, f.constant) for f in self.facts if f.group is None)
@@ -117,12 +121,33 @@ class Rule:
         )
         object.__setattr__(self, "_constants", constants)
         object.__setattr__(self, "_plan", plan)
+        numbers_only = bool(plan) and all(
+            _group_pattern(self.regex.pattern, group) in _NUMBER_SHAPES.get(spec.type, ())
+            for spec in self.facts
+            if (group := spec.group) is not None
+        )
+        object.__setattr__(self, "_numbers_only", numbers_only)
 
     def apply(self, body: str) -> dict[str, FactValue] | None:
         """Facts from a line body, or None when the regex misses or a value does not convert."""
         found = self.regex.search(body)
         if found is None:
             return None
+        return self.facts_of(found)
+
+    def deferrable(self, found: re.Match[str]) -> bool:
+        """True when `facts_of(found)` cannot fail and yields every fact of the rule, so a caller
+        may keep `found` and convert it later (or never, when a newer line replaces it)."""
+        # Every group taking part (not only the fact groups: one C call, and an optional group
+        # of another kind only sends its lines down the eager path).
+        return (
+            self._numbers_only
+            and found.end() - found.start() <= _DEFERRABLE_SPAN
+            and None not in found.groups()
+        )
+
+    def facts_of(self, found: re.Match[str]) -> dict[str, FactValue] | None:
+        """The facts of a regex match of this rule, or None when a value does not convert."""
         facts: dict[str, FactValue] = dict(self._constants)
         groups = found.groupdict()
         try:
@@ -133,6 +158,31 @@ class Rule:
         except (ValueError, OverflowError, KeyError):  # int() of >4300 digits is a ValueError
             return None
         return facts
+
+
+# Fact group patterns whose int()/float() cannot fail (int() refuses > 4300 digits, hence
+# _DEFERRABLE_SPAN); exact pattern texts, anything else is simply not deferrable.
+_FLOAT_SHAPES: Final = frozenset(
+    {r"\d+", r"-?\d+", r"\d+(?:\.\d+)?", r"\d+\.\d+", r"-?\d+(?:\.\d+)?"}
+)
+_NUMBER_SHAPES: Final[Mapping[str, frozenset[str]]] = MappingProxyType(
+    {
+        "int": frozenset({r"\d+", r"-?\d+"}),
+        "float": _FLOAT_SHAPES,
+        "gb": _FLOAT_SHAPES,
+    }
+)
+_DEFERRABLE_SPAN: Final = 4000
+
+
+def _group_pattern(pattern: str, group: str) -> str | None:
+    """The text of named group `group` in `pattern`, or None when it is not found plainly."""
+    start = pattern.find(f"(?P<{group}>")
+    if start < 0:
+        return None
+    inner = start + len(group) + 5
+    close, _ = _scan_group(pattern, inner)
+    return pattern[inner:close] if close is not None else None
 
 
 def _to_gb(raw: str) -> float:
@@ -338,6 +388,7 @@ class _ExactPath:
 
 
 _EXACT_PATH: Final = _ExactPath()
+_UNSEEN: Final = _ExactPath()  # a memo miss (any object that is not a verdict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -400,7 +451,9 @@ class RuleSet:
             self, "_may_match", _prefilter(frozenset(heads), head_len, _build_gate(buckets))
         )
         runtime_only = {
-            r.id for r in rules if r.scope == "runtime" and all(f.name in RUNTIME_FACTS for f in r.facts)
+            r.id
+            for r in rules
+            if r.scope == "runtime" and all(f.name in RUNTIME_FACTS for f in r.facts)
         }
         object.__setattr__(self, "_runtime_only", frozenset(runtime_only))
         object.__setattr__(self, "_prefix_memo", {})
@@ -431,63 +484,56 @@ class RuleSet:
             self._apply(rule, body, rank, matches)
         return matches
 
-    def match_line(self, message: str) -> list[RuleMatch] | tuple[str, dict[str, FactValue]]:
-        """`match()` for the per-line hot path: when the one rule a line can match is a runtime
-        rule with only runtime facts (a batch line), `(rule id, facts)` if it matches, without
-        building the rank and the RuleMatch; otherwise exactly what `match()` returns."""
-        body, rank = self._split(message)
-        candidates = self._candidates(body)
-        if len(candidates) == 1 and candidates[0].id in self._runtime_only:
-            facts = candidates[0].apply(body)
-            return [] if facts is None else (candidates[0].id, facts)
-        matches: list[RuleMatch] = []
-        for rule in candidates:
-            self._apply(rule, body, rank, matches)
-        return matches
-
-    def match_raw(self, raw: bytes) -> list[RuleMatch] | tuple[str, dict[str, FactValue]]:
-        """`match_line` for a raw MESSAGE that has no ESC or CR byte (the caller cleans those).
+    def match_raw(self, raw: bytes) -> list[RuleMatch] | tuple[Rule, re.Match[str]]:
+        """`match(clean_message(raw))`, except for a line whose one candidate is a runtime rule
+        with only runtime facts (a batch line): `(rule, regex match)`, and the line matches iff
+        `rule.facts_of(match)` is not None.
 
         Per line, nearly every line of a busy unit is a batch or access line of the same few
         shapes. Which rules a line can match (prefix, `contains` and bucket literals, all
         digit-free) is a question about its body with the ASCII digits removed: a literal in the
         body is in that "skeleton" too. So the candidate search runs once per skeleton and the
         answer is kept: no rule (nothing to do), one runtime rule (check it on the real body and
-        run its regex), or anything else (the exact path, `match_line`).
+        run its regex), or anything else (the exact path, `match()`).
         """
         skeletons = self._skeleton_memo
         end = raw.find(b"] ", 1, _MEMO_PREFIX_MAX) + 2
+        head = raw[:end]
         if (
             skeletons is None
             or end < 2
-            or raw[:1] != b"["
-            or raw.endswith(b"\n")
-            or raw.startswith(_DECORATION_WORDS_RAW, end)
-            or not self._raw_prefix_ok(raw[:end])
+            or not raw.startswith(b"[")
+            or not (self._raw_prefix_memo.get(head) or self._raw_prefix_ok(head))
         ):
-            return self.match_line(raw.decode("utf-8", "replace").rstrip("\n"))
+            return self.match(clean_message(raw))
         skeleton = raw[end:].translate(None, _ASCII_DIGITS_RAW)
-        if skeleton in skeletons:
-            verdict = skeletons[skeleton]
-        else:
+        verdict = skeletons.get(skeleton, _UNSEEN)
+        if verdict is _UNSEEN:
             if len(skeletons) >= _MEMO_SIZE:
                 skeletons.clear()
             verdict = self._skeleton_verdict(skeleton.decode("utf-8", "replace"))
             skeletons[skeleton] = verdict
         if verdict is None:
             return []
-        if verdict is _EXACT_PATH:
-            return self.match_line(raw.decode("utf-8", "replace"))
+        if isinstance(verdict, _ExactPath):
+            return self.match(clean_message(raw))
         rule, prefix = verdict
         body = raw[end:].decode("utf-8", "replace")
         if not (body.startswith(prefix) and rule.contains in body):
             return []
-        facts = rule.apply(body)
-        return [] if facts is None else (rule.id, facts)
+        found = rule.regex.search(body)
+        return [] if found is None else (rule, found)
 
     def _skeleton_verdict(self, skeleton: str) -> tuple[Rule, str] | _ExactPath | None:
         """None: no rule can match a body with this skeleton; (rule, its anchored prefix): at most
         that runtime rule can; `_EXACT_PATH`: anything else."""
+        if (
+            "\x1b" in skeleton  # ANSI codes or a progress bar: the line needs clean_message
+            or "\r" in skeleton
+            or skeleton.endswith("\n")
+            or skeleton.startswith(_DECORATION_WORDS)  # the body starts after the decoration
+        ):
+            return _EXACT_PATH
         candidates = self._candidates(skeleton)
         if not candidates:
             return None

@@ -30,13 +30,14 @@ from .model import (
     StartupRecord,
 )
 from .redact import launch_flags, redact_cmdline, scrub_text
+from .rules import Rule
 from .serverargs import is_complete, normalized_settings, parse_server_args
 from .text import clean_message
 
 Matcher = Callable[[str], list[RuleMatch]]
-# RuleSet.match_raw: raw MESSAGE bytes (no ESC/CR) -> a batch line's (rule id, runtime facts)
-# without building a RuleMatch, else what match() returns.
-RawMatcher = Callable[[bytes], "list[RuleMatch] | tuple[str, dict[str, FactValue]]"]
+# RuleSet.match_raw: raw MESSAGE bytes -> a batch line's (rule, regex match), its facts
+# converted only when needed; else what match(clean_message(raw)) returns.
+RawMatcher = Callable[[bytes], "list[RuleMatch] | tuple[Rule, re.Match[str]]"]
 
 # Facts the tracker takes from server_args when no log line reported them.
 _FROM_SETTINGS = (
@@ -74,6 +75,18 @@ class _Builder:
     flags: tuple[str, ...] = ()
     runtime: dict[str, FactValue] = field(default_factory=dict)
     has_server_args_line: bool = False
+    # Batch lines not converted yet: rule id -> (rule, match) of its newest line, oldest first.
+    # Only the newest line of each rule can still show in `runtime` (each sets all its facts),
+    # so the others are never converted; `settle()` applies these before `runtime` is read.
+    deferred: dict[str, tuple[Rule, re.Match[str]]] = field(default_factory=dict)
+
+    def settle(self) -> None:
+        """Apply the deferred batch lines to `runtime`, in the order they came."""
+        for rule, found in self.deferred.values():
+            facts = rule.facts_of(found)  # cannot fail: deferred only when it cannot
+            if facts is not None:
+                self.runtime.update(facts)
+        self.deferred.clear()
 
     @property
     def outcome(self) -> Outcome:
@@ -84,6 +97,7 @@ class _Builder:
         return "starting"
 
     def to_json(self) -> str:
+        self.settle()
         data = {
             "unit": self.unit,
             "invocation_id": self.invocation_id,
@@ -126,6 +140,7 @@ class _Builder:
         )
 
     def snapshot(self) -> StartupRecord:
+        self.settle()
         facts: dict[str, FactValue] = dict.fromkeys(STARTUP_FACTS)
         facts.update(self.facts)
         settings = normalized_settings(self.server_args) if self.server_args else {}
@@ -215,21 +230,23 @@ class StartupTracker:
             entry = JournalEntry(b.unit, message, realtime_us(), invocation_id=b.invocation_id)
             self._feed_service_line(entry)
             return
-        if b"\x1b" in raw or b"\r" in raw:
-            matches: list[RuleMatch] | tuple[str, dict[str, FactValue]] = self._match(
-                clean_message(raw)
-            )
-        else:
-            matches = self.match_raw(raw)
+        matches = self.match_raw(raw)
         if isinstance(matches, tuple):
-            # A batch line: what _apply does with runtime facts, without the rank and the time.
-            rule_id, facts = matches
-            b.rule_hits[rule_id] = b.rule_hits.get(rule_id, 0) + 1
-            self.rule_hits[rule_id] = self.rule_hits.get(rule_id, 0) + 1
-            runtime = b.runtime
-            for name, value in facts.items():
-                if value is not None:
-                    runtime[name] = value
+            # A batch line: what _apply does with runtime facts, without the rank and the time,
+            # and converted only if it is still the newest line of its rule when read.
+            rule, found = matches
+            if rule.deferrable(found):
+                deferred = b.deferred
+                deferred.pop(rule.id, None)  # re-insert: the order is the order of the lines
+                deferred[rule.id] = (rule, found)
+            else:
+                facts = rule.facts_of(found)
+                if facts is None:
+                    return
+                b.settle()
+                b.runtime.update(facts)
+            b.rule_hits[rule.id] = b.rule_hits.get(rule.id, 0) + 1
+            self.rule_hits[rule.id] = self.rule_hits.get(rule.id, 0) + 1
             self._dirty.add(b.invocation_id)
             return
         if not matches:
@@ -354,6 +371,7 @@ class StartupTracker:
                 if b.ready_at is None and b.failure_reason is None:
                     b.failure_reason = scrub_text(str(value))[:500]
             elif name in RUNTIME_FACTS:
+                b.settle()  # older deferred batch lines first
                 b.runtime[name] = value
             elif isinstance(value, tuple):
                 have = b.facts.get(name)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import time
 import urllib.error
@@ -26,6 +25,7 @@ from typing import Any
 
 import journaltools
 import pytest
+from sentinelproc import free_port
 
 from sglang_sentinel.alerts import AlertPusher
 from sglang_sentinel.config import AlertmanagerConfig
@@ -53,12 +53,6 @@ def require_binary(path: Path, package: str) -> Path:
     if os.environ.get("CI"):
         pytest.fail(f"{path} is missing in CI; apt-get install {package} (scripts/bootstrap.sh)")
     pytest.skip(f"{path} not installed (apt-get install {package}; CI=1 makes this fail)")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:

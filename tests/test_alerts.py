@@ -7,7 +7,6 @@ a real http.server on 127.0.0.1 received. One test runs the background thread fo
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
+from sentinelproc import free_port
 from structlog.testing import capture_logs
 
 from sglang_sentinel.alerts import ALERT_NAMES, AlertPusher, rfc3339, urllib_post
@@ -129,12 +129,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def record(invocation: str = CURRENT, unit: str = UNIT) -> StartupRecord:
@@ -442,7 +436,7 @@ def test_http_500_counts_a_failure_and_backs_off_exponentially_up_to_the_interva
 def test_a_closed_port_counts_a_failure_per_url_without_stopping_the_other_url(
     receiver: Receiver,
 ) -> None:
-    dead = f"http://127.0.0.1:{closed_port()}"
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     clock = Clock()
     pusher, stats = make([dead, receiver.url], clock)
     pusher.update([comparison(DROP)])

@@ -16,7 +16,6 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench import generate  # noqa: E402
-
 from sglang_sentinel.state import StateStore  # noqa: E402
 
 N = 6000
@@ -57,7 +56,9 @@ def test_generator_writes_the_stated_mix(small_journal: tuple[Path, dict]) -> No
     assert len(lines) == manifest["unit_entries"]
     text = "\n".join(lines)
     assert "] Decode batch. #running-req: " in text  # <= 0.5.3: a period
-    assert "mamba usage: " in text and ", #queue-req: 0, cuda graph: False, input throughput" in text
+    assert (
+        "mamba usage: " in text and ", #queue-req: 0, cuda graph: False, input throughput" in text
+    )
     assert "#pending-token: " in text  # 0.5.23
     assert text.count("server_args=ServerArgs(") == len(generate.VERSIONS)
     assert text.count("max_total_num_tokens=") == len(generate.VERSIONS)
@@ -66,7 +67,8 @@ def test_generator_writes_the_stated_mix(small_journal: tuple[Path, dict]) -> No
 
 
 def test_mtail_program_finds_what_the_sentinel_finds(
-    small_journal: tuple[Path, dict], tmp_path: Path  # type: ignore[type-arg]
+    small_journal: tuple[Path, dict],
+    tmp_path: Path,  # type: ignore[type-arg]
 ) -> None:
     """max_running_requests, KV tokens, PCG, MoE configs and throughput agree with sentinel scan."""
     if shutil.which("mtail") is None:
@@ -75,8 +77,15 @@ def test_mtail_program_finds_what_the_sentinel_finds(
     state = tmp_path / "state"
     subprocess.run(
         [
-            str(REPO / ".venv/bin/sentinel"), "scan", "--journal-dir", str(journal),
-            "--state-dir", str(state), "--unit", generate.UNIT, "--json",
+            str(REPO / ".venv/bin/sentinel"),
+            "scan",
+            "--journal-dir",
+            str(journal),
+            "--state-dir",
+            str(state),
+            "--unit",
+            generate.UNIT,
+            "--json",
         ],
         capture_output=True,
         check=True,
@@ -92,8 +101,17 @@ def test_mtail_program_finds_what_the_sentinel_finds(
     log.write_text("\n".join(unit_lines(journal)) + "\n")
     out = subprocess.run(
         [
-            "mtail", "--one_shot", "--one_shot_format", "json", "--logtostderr", "--port", "0",
-            "--progs", str(REPO / "bench/mtail"), "--logs", str(log),
+            "mtail",
+            "--one_shot",
+            "--one_shot_format",
+            "json",
+            "--logtostderr",
+            "--port",
+            "0",
+            "--progs",
+            str(REPO / "bench/mtail"),
+            "--logs",
+            str(log),
         ],
         capture_output=True,
         text=True,
@@ -112,8 +130,11 @@ def test_mtail_program_finds_what_the_sentinel_finds(
     assert gauge("sglang_gen_throughput_tokens_per_second") == latest.runtime["gen_throughput"]
     assert latest.runtime["gen_throughput"] == expected[-1]["last_gen_throughput"]
     # The last startup that logged a PCG line decides mtail's gauge.
-    pcg = [r.fact("piecewise_cuda_graph") for r, s in zip(records, expected, strict=True)
-           if s["piecewise_cuda_graph"] is not None]
+    pcg = [
+        r.fact("piecewise_cuda_graph")
+        for r, s in zip(records, expected, strict=True)
+        if s["piecewise_cuda_graph"] is not None
+    ]
     assert gauge("sglang_piecewise_cuda_graph_enabled") == int(bool(pcg[-1]))
     moe = {lv["Labels"][0] for lv in metrics["sglang_moe_config_missing_total"][0]["LabelValues"]}
     assert moe == {name for r in records for name in (r.fact("moe_config_missing") or ())}

@@ -11,19 +11,16 @@ import json
 import os
 import random
 import signal
-import socket
 import sqlite3
 import subprocess
-import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import journaltools
 import pytest
 import standin_sglang
+from sentinelproc import cli_stdout, free_port, popen_sentinel, stop, wait_until
 
 # A unit name of its own: the cgroup and PID 1's invocation-id symlink that run_in_unit uses are
 # per unit name and host-wide, so another root test session on the host cannot interfere.
@@ -33,42 +30,13 @@ MIN_STARTUPS = 20
 MIN_KILLS = 10
 MAX_STARTUPS = 80  # bounds the run if kills come slowly
 EXPECTED_MRR = {1: 48, 2: 26}
-T = TypeVar("T")
-
-
-def wait_until(check: Callable[[], T | None], timeout: float, what: str, step: float = 0.05) -> T:
-    """Poll `check` until it returns something truthy; fail the test at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(step)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def sentinel_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "sglang_sentinel.cli", *args]
-
-
-def clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NOTIFY_", "WATCHDOG_"))}
-    env.pop("SENTINEL_STATE_DIR", None)
-    return env
 
 
 class Supervisor:
     """Runs `sentinel run` and restarts it after every kill, like systemd's Restart=always."""
 
-    def __init__(self, argv: list[str], log_dir: Path) -> None:
-        self.argv = argv
+    def __init__(self, args: list[str], log_dir: Path) -> None:
+        self.args = args  # `sentinel ARGS`, the same for every incarnation
         self.log_dir = log_dir
         self.lock = threading.Lock()
         self.procs: list[subprocess.Popen[bytes]] = []
@@ -80,16 +48,7 @@ class Supervisor:
 
     def start(self) -> None:
         err = self.log_dir / f"sentinel-{len(self.procs):03d}.stderr"
-        with err.open("wb") as stderr:
-            self.procs.append(
-                subprocess.Popen(
-                    self.argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=stderr,
-                    env=clean_env(),
-                )
-            )
+        self.procs.append(popen_sentinel(self.args, err))
 
     def kill_and_restart(self) -> None:
         with self.lock:
@@ -103,9 +62,7 @@ class Supervisor:
 
     def stop_all(self) -> None:
         for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait(timeout=10)
+            stop(proc)
 
     def stderr(self) -> str:
         return "".join(p.read_text(errors="replace") for p in sorted(self.log_dir.glob("*.stderr")))
@@ -130,7 +87,7 @@ def supervisor(live_journald: journaltools.LiveJournald, tmp_path: Path) -> Iter
     logs = tmp_path / "logs"
     logs.mkdir()
     sup = Supervisor(
-        sentinel_argv(
+        [
             "run",
             "--journal-dir",
             str(live_journald.journal_dir),
@@ -140,7 +97,7 @@ def supervisor(live_journald: journaltools.LiveJournald, tmp_path: Path) -> Iter
             f"127.0.0.1:{free_port()}",
             "--unit",
             UNIT,
-        ),
+        ],
         logs,
     )
     try:
@@ -218,14 +175,7 @@ def test_sigkill_at_random_moments_loses_nothing_and_repeats_nothing(
         assert len(checks) == len(set(checks)), f"duplicated finding in {inv}: {checks}"
 
     # The CLI's view of the same state.
-    out = subprocess.run(
-        sentinel_argv("startups", "--json", "--state-dir", str(state), "--unit", UNIT),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-        env=clean_env(),
-    ).stdout
+    out = cli_stdout("startups", "--json", "--state-dir", str(state), "--unit", UNIT, timeout=60)
     listed = {s["invocation_id"]: s for s in json.loads(out)["startups"]}
     assert sorted(listed) == sorted(written)
     daemon_findings = {inv: [f["check"] for f in s["findings"]] for inv, s in listed.items()}
@@ -234,23 +184,17 @@ def test_sigkill_at_random_moments_loses_nothing_and_repeats_nothing(
         assert listed[inv]["facts"]["max_running_requests"] == EXPECTED_MRR[written[inv]]
 
     # One uninterrupted pass over the same journal into a fresh state is the reference.
-    scan = subprocess.run(
-        sentinel_argv(
-            "scan",
-            "--journal-dir",
-            str(live_journald.journal_dir),
-            "--state-dir",
-            str(tmp_path / "fresh"),
-            "--json",
-            "--unit",
-            UNIT,
-        ),
-        capture_output=True,
-        text=True,
+    scan = cli_stdout(
+        "scan",
+        "--journal-dir",
+        str(live_journald.journal_dir),
+        "--state-dir",
+        str(tmp_path / "fresh"),
+        "--json",
+        "--unit",
+        UNIT,
         timeout=60,
-        check=True,
-        env=clean_env(),
-    ).stdout
+    )
     reference = {
         s["invocation_id"]: [f["check"] for f in s["findings"]]
         for s in json.loads(scan)["startups"]

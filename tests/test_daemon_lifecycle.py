@@ -7,139 +7,32 @@ Prometheus do: signals, a NOTIFY_SOCKET datagram socket, HTTP scrapes.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import select
 import signal
 import socket
 import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import journaltools
 import pytest
 import standin_sglang
+from sentinelproc import Sentinel, Sentinels, free_port, sentinel_argv, wait_until
 
 UNIT = "sglang-qwen.service"
-T = TypeVar("T")
 
 
 # -- the sentinel under test ----------------------------------------------------------------------
 
 
-def wait_until(check: Callable[[], T | None], timeout: float, what: str, step: float = 0.05) -> T:
-    """Poll `check` until it returns something truthy; fail the test at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(step)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class Sentinel:
-    proc: subprocess.Popen[bytes]
-    port: int
-    stderr_path: Path
-
-    def url(self, path: str = "/metrics") -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def get(self, path: str = "/metrics") -> tuple[int, str, str]:
-        """(status, content type, body) of one HTTP GET."""
-        try:
-            with urllib.request.urlopen(self.url(path), timeout=5) as resp:
-                return resp.status, resp.headers["Content-Type"], resp.read().decode()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.headers["Content-Type"], exc.read().decode()
-
-    def scrape(self) -> str:
-        return self.get()[2]
-
-    def scrape_with(self, text: str) -> Callable[[], str | None]:
-        """A check for wait_until: the /metrics body once it contains `text`."""
-
-        def check() -> str | None:
-            body = self.scrape()
-            return body if text in body else None
-
-        return check
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
-
-    def events(self) -> list[dict[str, object]]:
-        """The JSON log lines written so far (stderr is not a TTY, so logs are JSON)."""
-        out = []
-        for line in self.stderr().splitlines():
-            if line.startswith("{"):
-                out.append(json.loads(line))
-        return out
-
-    def wait_event(self, event: str, timeout: float = 15.0) -> dict[str, object]:
-        def found() -> dict[str, object] | None:
-            if self.proc.poll() is not None:
-                pytest.fail(f"sentinel exited with {self.proc.returncode}: {self.stderr()}")
-            return next((e for e in self.events() if e.get("event") == event), None)
-
-        return wait_until(found, timeout, f"log event {event}")
-
-
-def sentinel_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "sglang_sentinel.cli", *args]
-
-
 @pytest.fixture
 def start_sentinel(tmp_path: Path) -> Iterator[Callable[..., Sentinel]]:
-    """`start_sentinel(*args, env=None, port=None)`: `sentinel run ARGS --listen ...`, killed at the end."""
-    started: list[subprocess.Popen[bytes]] = []
-
-    def start(
-        *args: str, env: dict[str, str] | None = None, port: int | None = None, ready: bool = True
-    ) -> Sentinel:
-        port = port or free_port()
-        err = tmp_path / f"sentinel-{len(started)}.stderr"
-        environ = {
-            k: v for k, v in os.environ.items() if not k.startswith(("NOTIFY_", "WATCHDOG_"))
-        }
-        environ.pop("SENTINEL_STATE_DIR", None)
-        environ.update(env or {})
-        argv = [*args, "--listen", f"127.0.0.1:{port}"]
-        with err.open("wb") as stderr:
-            proc = subprocess.Popen(
-                sentinel_argv("run", *argv),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-                env=environ,
-            )
-        started.append(proc)
-        sentinel = Sentinel(proc, port, err)
-        if ready:
-            # Logged after the port is bound and the signal handlers are installed.
-            sentinel.wait_event("sentinel_started")
-        return sentinel
-
-    yield start
-    for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=10)
+    """`start_sentinel(*args, env=None, port=None, ready=True)`: see `Sentinels.start`."""
+    sentinels = Sentinels(tmp_path)
+    yield sentinels.start
+    sentinels.stop_all()
 
 
 # -- (a) SIGTERM ----------------------------------------------------------------------------------

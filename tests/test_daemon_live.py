@@ -11,20 +11,15 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import sys
-import time
-import urllib.request
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import journaltools
 import pytest
 import standin_sglang
 from prometheus_client.parser import text_string_to_metric_families
+from sentinelproc import Sentinel, Sentinels, sentinel_argv, wait_until
 
 UNIT = "sglang-qwen.service"
 SEED_1 = "6a1f0c2e9b7d4e3f8a5b1c0d2e4f6a8b"
@@ -32,7 +27,6 @@ SEED_2 = "c37e91d04a5b4f6e9d8c7b6a5f4e3d2c"
 SECRET = "sk-EXAMPLE-not-a-real-key"
 # What the stand-in's command line looks like to journald (_CMDLINE): SGLang's flags, key included.
 SGLANG_FLAGS = ("--model-path", "/models/Qwen3.5-122B-A10B", "--tp-size", "4", "--api-key", SECRET)
-T = TypeVar("T")
 
 MRR = 'sglang_sentinel_max_running_requests{unit="sglang-qwen.service"}'
 REGRESSIONS_AFTER_2 = {
@@ -66,96 +60,16 @@ def firing(samples: Samples) -> set[tuple[str, str]]:
     return out
 
 
-def wait_until(check: Callable[[], T | None], timeout: float, what: str, step: float = 0.05) -> T:
-    """Poll `check` until it returns something truthy; fail the test at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(step)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def sentinel_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "sglang_sentinel.cli", *args]
-
-
-@dataclass
-class Sentinel:
-    proc: subprocess.Popen[bytes]
-    port: int
-    state: Path
-    stderr_path: Path
-
-    def scrape(self) -> str:
-        url = f"http://127.0.0.1:{self.port}/metrics"
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            return str(resp.read().decode())
-
-    def scrape_when(self, predicate: Callable[[str], bool]) -> Callable[[], str | None]:
-        """A check for wait_until: the /metrics body once `predicate(body)` holds."""
-
-        def check() -> str | None:
-            if self.proc.poll() is not None:
-                pytest.fail(f"sentinel exited with {self.proc.returncode}: {self.stderr()}")
-            body = self.scrape()
-            return body if predicate(body) else None
-
-        return check
-
-    def scrape_with(self, text: str) -> Callable[[], str | None]:
-        return self.scrape_when(lambda body: text in body)
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
-
-    def logged(self, event: str) -> bool:
-        """True once the daemon has logged `event` (JSON lines: stderr is not a TTY)."""
-        if self.proc.poll() is not None:
-            pytest.fail(f"sentinel exited with {self.proc.returncode}: {self.stderr()}")
-        return f'"event": "{event}"' in self.stderr()
-
-
 @pytest.fixture
 def sentinel(live_journald: journaltools.LiveJournald, tmp_path: Path) -> Iterator[Sentinel]:
     """`sentinel run` following the live journal, fresh state, free port; started before any write."""
-    state = tmp_path / "state"
-    port = free_port()
-    err = tmp_path / "sentinel.stderr"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NOTIFY_", "WATCHDOG_"))}
-    env.pop("SENTINEL_STATE_DIR", None)
-    with err.open("wb") as stderr:
-        proc = subprocess.Popen(
-            sentinel_argv(
-                "run",
-                "--journal-dir",
-                str(live_journald.journal_dir),
-                "--state-dir",
-                str(state),
-                "--listen",
-                f"127.0.0.1:{port}",
-            ),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            env=env,
-        )
-    s = Sentinel(proc, port, state, err)
+    sentinels = Sentinels(tmp_path)
     try:
-        wait_until(lambda: s.logged("sentinel_started"), 15, "sentinel_started")
-        yield s
+        yield sentinels.start(
+            "--journal-dir", str(live_journald.journal_dir), state=tmp_path / "state"
+        )
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=10)
+        sentinels.stop_all()
 
 
 def run_startup(live_journald: journaltools.LiveJournald, startup: int, invocation_id: str) -> None:
@@ -267,6 +181,7 @@ def test_api_key_reaches_neither_metrics_nor_logs_nor_state(
     sentinel.proc.send_signal(signal.SIGTERM)
     assert sentinel.proc.wait(timeout=10) == 0
     assert SECRET not in sentinel.stderr()
+    assert sentinel.state is not None
     files = [p for p in sentinel.state.rglob("*") if p.is_file()]
     assert files, "the state directory is empty"
     for path in files:
