@@ -179,16 +179,17 @@ def measure_live(rate: int, seconds: float, workdir: Path) -> dict[str, Any]:
         journald_cpu = (proc_cpu_seconds(daemon.pid) or 0.0) - jcpu0
         written_text = count_file.read_text().split() if count_file.exists() else ["0", "0"]
         written = int(written_text[0])
-        # Catch-up: until the sentinel has read every line that the journal holds.
-        in_journal = read_floor(str(daemon.journal_dir), LIVE_UNIT)
+        # Catch-up: from the writer's end until the sentinel has read every line written.
         deadline = time.monotonic() + 60
         read = 0.0
         while time.monotonic() < deadline:
             read = _scrape(port).get("sglang_sentinel_journal_entries_read_total", 0.0)
-            if read >= in_journal:
+            if read >= written:
                 break
             time.sleep(0.05)
         catch_up = time.time() - t_writer_done
+        # And every line arrived (journald's rate limit is off; nothing may be dropped).
+        in_journal = read_floor(str(daemon.journal_dir), LIVE_UNIT)
         lags = [s["lag_s"] for s in samples if s["lag_s"] is not None]
         # Lag while the writer runs at full rate (the first second is the startup burst).
         steady = [s["lag_s"] for s in samples if s["lag_s"] is not None and s["t"] >= 2.0]
