@@ -56,6 +56,20 @@ def _is_tty(stream: TextIO) -> bool:
         return False
 
 
+class _CurrentStderr:
+    """Writes to whatever `sys.stderr` is at write time, not at configure time.
+
+    A CLI call in a test (or any host that swaps sys.stderr) must not leave structlog holding a
+    stream that is later closed.
+    """
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure_logging(fmt: str = "auto", level: str = "info", stream: TextIO | None = None) -> None:
     """(Re)configure structlog; safe to call again, e.g. on SIGHUP. `stream` defaults to stderr."""
     problems = []
@@ -88,7 +102,9 @@ def configure_logging(fmt: str = "auto", level: str = "info", stream: TextIO | N
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
-        logger_factory=structlog.WriteLoggerFactory(file=out),
+        logger_factory=structlog.WriteLoggerFactory(
+            file=_CurrentStderr() if stream is None else out  # type: ignore[arg-type]
+        ),
         # Loggers bound before a reload must pick up the new configuration.
         cache_logger_on_first_use=False,
     )
