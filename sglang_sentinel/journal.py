@@ -76,6 +76,9 @@ class JournalSource:
             reader.add_disjunction()
             reader.add_match(MESSAGE_ID=_COREDUMP_MESSAGE_ID, _UID="0", COREDUMP_UNIT=unit)
             reader.add_disjunction()
+        # Ask for the fd now: libsystemd sets up its inotify watches lazily on the first
+        # get_fd(), and files created before that would go unnoticed (see systemd#40788).
+        reader.fileno()
         self._reader = reader
 
     @property

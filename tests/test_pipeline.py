@@ -17,7 +17,8 @@ UNIT = "sglang-qwen.service"
 
 
 def startup(start: str, mrr: int) -> StartupScript:
-    s = StartupScript(start=start)
+    # One boot for every startup, so monotonic times agree with realtime across files.
+    s = StartupScript(start=start, boot_at="2026-01-01 00:00:00")
     s.started(start)
     day = start[:10]
     s.line(
