@@ -22,12 +22,11 @@ import yaml
 from . import __version__
 from .compare import Policy, common_evidence
 from .config import Config, config_to_dict, load_config
-from .daemon import load_rules_and_policy, source_key
 from .errors import ConfigError, JournalError, NoDataError, RuleError, SentinelError, UsageError
 from .journal import JournalSource
 from .logs import configure_logging
 from .model import SEVERITY_ORDER, StartupRecord
-from .pipeline import Pipeline, evaluate
+from .pipeline import Pipeline, evaluate, load_rules_and_policy, source_key
 from .report import render_diff, render_report, render_startups, scan_json, startup_json
 from .rules import check_rules, default_rules_dir
 from .state import StateStore

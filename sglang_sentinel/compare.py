@@ -71,11 +71,15 @@ class Policy:
         return "critical" if value == "critical" else "info" if value == "info" else "warning"
 
 
+# libyaml's parser when PyYAML has it (the pure-Python one is slow to start with).
+_SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_policy(path: Path | None = None, overrides: Mapping[str, Any] | None = None) -> Policy:
     """Load the shipped policy (or `path`), apply `overrides`, validate; ConfigError on problems."""
     path = path or default_policy_path()
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.load(path.read_text(), Loader=_SAFE_LOADER) or {}
     except OSError as exc:
         raise ConfigError([f"{path}: cannot read policy: {exc.strerror}"]) from exc
     except yaml.YAMLError as exc:

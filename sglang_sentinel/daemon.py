@@ -26,15 +26,13 @@ from systemd import daemon as sd
 
 from . import __version__
 from .alerts import AlertPusher
-from .compare import Policy, load_policy
 from .config import Config, load_config
 from .errors import ConfigError, JournalError, RuleError, SentinelError
 from .journal import JournalSource
 from .logs import configure_logging
 from .metrics import RuntimeStats, SentinelCollector, UnitView
 from .model import Comparison
-from .pipeline import Pipeline, evaluate
-from .rules import RuleSet, default_rules_dir, load_rules
+from .pipeline import Pipeline, evaluate, load_rules_and_policy, source_key
 from .state import StateStore
 
 log = structlog.get_logger("sglang_sentinel")
@@ -42,20 +40,6 @@ log = structlog.get_logger("sglang_sentinel")
 BATCH = 5_000  # entries between commits while catching up
 HOUSEKEEPING_S = 1.0  # longest sleep: pin changes, watchdog, status
 ANNOUNCED_KEPT = 256  # startups whose last logged outcome/findings are remembered
-
-
-def source_key(config: Config) -> str:
-    if config.journal.directory is not None:
-        return f"dir:{config.journal.directory.resolve()}"
-    if config.journal.files:
-        return "files:" + ",".join(str(f.resolve()) for f in config.journal.files)
-    return "system"
-
-
-def load_rules_and_policy(config: Config) -> tuple[RuleSet, Policy]:
-    rules = load_rules([default_rules_dir(), *config.rules.dirs])
-    policy = load_policy(config.rules.policy, dict(config.policy) or None)
-    return rules, policy
 
 
 class _QuietHandler(WSGIRequestHandler):

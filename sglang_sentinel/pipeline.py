@@ -12,14 +12,31 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from .compare import Policy, compare
+from .compare import Policy, compare, load_policy
+from .config import Config
 from .journal import JournalSource
 from .model import Comparison, StartupRecord
-from .rules import RuleSet
+from .rules import RuleSet, default_rules_dir, load_rules
 from .startups import StartupTracker
 from .state import StateStore
 
 log = structlog.get_logger("sglang_sentinel")
+
+
+def load_rules_and_policy(config: Config) -> tuple[RuleSet, Policy]:
+    """The bundled rules plus the configured rule dirs, and the policy with its overrides."""
+    rules = load_rules([default_rules_dir(), *config.rules.dirs])
+    policy = load_policy(config.rules.policy, dict(config.policy) or None)
+    return rules, policy
+
+
+def source_key(config: Config) -> str:
+    """The key the journal cursor of this configuration's source is saved under."""
+    if config.journal.directory is not None:
+        return f"dir:{config.journal.directory.resolve()}"
+    if config.journal.files:
+        return "files:" + ",".join(str(f.resolve()) for f in config.journal.files)
+    return "system"
 
 
 def evaluate(store: StateStore, record: StartupRecord, policy: Policy) -> Comparison:
@@ -105,17 +122,8 @@ class Pipeline:
 
     def process(self, limit: int | None = None) -> int:
         """Feed the entries available now (at most `limit`); returns how many were read."""
-        n = 0
-        feed = self.tracker.feed
-        feed_same = self.tracker.feed_same_invocation
-        realtime_us = self.source.realtime_us
         # Most lines come as raw bytes (a line of the invocation just seen); see JournalSource.lines.
-        for item in self.source.lines(limit):
-            if isinstance(item, bytes):
-                feed_same(item, realtime_us)
-            else:
-                feed(item)
-            n += 1
+        n = self.tracker.feed_lines(self.source.lines(limit), self.source.realtime_us)
         if n and self.source.last_realtime_us is not None:
             self.stats.last_entry_realtime = self.source.last_realtime_us / 1e6
         self.stats.entries_read += n

@@ -6,15 +6,17 @@ A rule file (`rules/*.yaml`, schema in docs/architecture.md) holds rules with a 
 validated up front, samples included, and every problem is reported at once as
 `file:rule_id: message`; a `RuleSet` is only ever built from rules that passed.
 
-The daemon calls `RuleSet.match` on every journal line, and almost no line matches anything, so
-the no-match path is one precompiled gate regex over the raw message (see `_build_gate`).
+The pipeline calls `RuleSet.match_raw` on nearly every journal line; almost no line matches a
+startup rule and nearly all the rest are batch lines of a few layouts, so what a line gets is
+memoised per digit-masked line (see `match_raw`).
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 import sys
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -61,8 +63,12 @@ _BRACKET_RE: Final = re.compile(
 )
 _MEMO_PREFIX_MAX: Final = 96  # longer than any real "[ts DPn PPn ATTN_CPn MOE_DPn TPn EPn] "
 _MEMO_SIZE: Final = 4096
+# Longer lines (server_args, tracebacks) are neither batch lines nor frequent; not memoising them
+# keeps the memo a few MB at most.
+_MEMO_LINE_MAX: Final = 1024
 _ASCII_DIGITS: Final = "0123456789"
-_ASCII_DIGITS_RAW: Final = b"0123456789"
+# bytes.translate table: every ASCII digit becomes "0" (match_raw's memo key).
+_MASK_DIGITS: Final = bytes.maketrans(b"0123456789", b"0000000000")
 _DECORATION_RE: Final = re.compile(
     r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+\.py:\d+: ", re.ASCII
 )
@@ -136,15 +142,25 @@ class Rule:
         return self.facts_of(found)
 
     def deferrable(self, found: re.Match[str]) -> bool:
-        """True when `facts_of(found)` cannot fail and yields every fact of the rule, so a caller
-        may keep `found` and convert it later (or never, when a newer line replaces it)."""
-        # Every group taking part (not only the fact groups: one C call, and an optional group
-        # of another kind only sends its lines down the eager path).
-        return (
-            self._numbers_only
-            and found.end() - found.start() <= _DEFERRABLE_SPAN
-            and None not in found.groups()
-        )
+        """True when `facts_of(found)` cannot fail, so a caller may keep the line and convert it
+        later (or never, when a newer line replaces it)."""
+        return self._numbers_only and found.end() - found.start() <= _DEFERRABLE_SPAN
+
+    def fact_names(self, found: re.Match[str]) -> frozenset[str]:
+        """The facts `facts_of(found)` yields when it converts: all but those of optional
+        groups that did not take part."""
+        names = [name for name, _ in self._constants]
+        names.extend(name for name, group, _ in self._plan if found.group(group) is not None)
+        return frozenset(names)
+
+    def facts_of_raw(self, raw: bytes) -> dict[str, FactValue] | None:
+        """The facts of a raw line that `RuleSet.match_raw` answered with a BatchMatch of this
+        rule."""
+        # match_raw answers so only for a line whose body follows a valid "[ts ranks] " prefix
+        # or starts the line, with nothing for clean_message() to change.
+        end = raw.find(b"] ", 1, _MEMO_PREFIX_MAX) + 2 if raw.startswith(b"[") else 0
+        found = self.regex.search(raw[end:].decode("utf-8", "replace"))
+        return None if found is None else self.facts_of(found)
 
     def facts_of(self, found: re.Match[str]) -> dict[str, FactValue] | None:
         """The facts of a regex match of this rule, or None when a value does not convert."""
@@ -240,51 +256,7 @@ def _parse_rank(ranks: str) -> Rank:
     return Rank(dp=values.get("DP"), pp=values.get("PP"), tp=values.get("TP"), ep=values.get("EP"))
 
 
-# Characters ordered from most to least common in journal text (English prose, numbers, SGLang
-# prefixes, uvicorn access lines); anything not listed counts as rarest. Only used to pick gate
-# keys, so a poor guess costs speed, never correctness.
-_COMMON_CHARS: Final = (
-    " etaoinsr0123456789hldcum.:,-_pf=gwyb/()[]vkTPGBINFO'\"SEACRDLMUHxjqzKVWYXQJZ"
-)
-_GATE_KEY_LEN: Final = 8
 _META: Final = frozenset(".^$*+?{}[]()|\\")
-
-
-def _gate_key(literal: str) -> str:
-    """The substring of `literal` that starts at its rarest character (a necessary condition).
-
-    sre scans for the first characters of a pattern's branches and tries the branches only
-    there, so keys that start with rare characters make the gate skip almost every position.
-    """
-    size = min(_GATE_KEY_LEN, len(literal))
-    rank = {c: i for i, c in enumerate(_COMMON_CHARS)}
-    start = max(
-        range(len(literal) - size + 1),
-        key=lambda i: (rank.get(literal[i], len(_COMMON_CHARS)), -i),
-    )
-    return literal[start : start + size]
-
-
-def _trie_pattern(keys: Sequence[str]) -> str:
-    """A regex matching any of `keys`, factored by common prefixes so sre branches less."""
-    heads: dict[str, list[str]] = {}
-    optional = False
-    for key in sorted(set(keys)):
-        if key:
-            heads.setdefault(key[0], []).append(key[1:])
-        else:
-            optional = True
-    parts = [re.escape(head) + _trie_pattern(tails) for head, tails in heads.items()]
-    if not parts:
-        return ""
-    body = parts[0] if len(parts) == 1 and not optional else "(?:" + "|".join(parts) + ")"
-    return body + "?" if optional else body
-
-
-def _build_gate(literals: Iterable[str]) -> re.Pattern[str] | None:
-    """A search pattern that finds every line containing one of `literals` (and a few more)."""
-    keys = {_gate_key(literal) for literal in literals}
-    return re.compile(_trie_pattern(sorted(keys))) if keys else None
 
 
 def _anchored_prefix(pattern: str) -> str:
@@ -380,27 +352,138 @@ _COMMON_RANKS: Final[Mapping[str, Rank]] = MappingProxyType(
 
 
 _DECORATION_WORDS: Final = ("DEBUG ", "INFO ", "WARNING ", "ERROR ", "CRITICAL ")
-_DECORATION_WORDS_RAW: Final = tuple(w.encode() for w in _DECORATION_WORDS)
+
+
+# --- digit-blind regexes ---------------------------------------------------------------------
+
+# The parser re.compile itself uses (typeshed has no stubs for it; sre_parse is its deprecated
+# alias). Only read, to inspect a rule's regex once at load time.
+_sre: Any = importlib.import_module("re._parser")
+_ALL_DIGITS: Final = frozenset(range(ord("0"), ord("9") + 1))
+
+
+def digit_blind(pattern: re.Pattern[str]) -> bool:
+    """True when `pattern` cannot tell one ASCII digit from another.
+
+    That is: every character test in it accepts all ten ASCII digits or none of them, and it has
+    no backreference (the only construct that compares characters with each other). sre then
+    runs the very same steps on a line and on any copy of it with other digits in the same
+    places, so whether and where it matches, and every group's span, are facts of the line with
+    its digits masked. Conservative: a construct not listed below counts as telling them apart.
+    """
+    try:
+        tree = _sre.parse(pattern.pattern, pattern.flags)
+    except Exception:  # a pattern re.compile took but this parser version reads differently
+        return False
+    return _blind(tree)
+
+
+def _blind(items: Any) -> bool:
+    for op, av in items:
+        if op in (_sre.LITERAL, _sre.NOT_LITERAL):
+            if av in _ALL_DIGITS:
+                return False
+        elif op is _sre.IN:
+            accepted = _class_digits(av)
+            if accepted is None or accepted not in (frozenset(), _ALL_DIGITS):
+                return False
+        elif op in (_sre.ANY, _sre.AT):  # AT: anchors and \b, and every digit is a word character
+            continue
+        elif op is _sre.BRANCH:
+            if not all(_blind(branch) for branch in av[1]):
+                return False
+        elif op is _sre.SUBPATTERN:
+            if not _blind(av[3]):
+                return False
+        elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, _sre.POSSESSIVE_REPEAT):
+            if not _blind(av[2]):
+                return False
+        elif op is _sre.ATOMIC_GROUP:
+            if not _blind(av):
+                return False
+        elif op in (_sre.ASSERT, _sre.ASSERT_NOT):
+            if not _blind(av[1]):
+                return False
+        else:  # GROUPREF, GROUPREF_EXISTS, anything a later Python adds
+            return False
+    return True
+
+
+def _class_digits(items: Any) -> frozenset[int] | None:
+    """The ASCII digits (code points) a character class accepts; None when unsure."""
+    every = (
+        _sre.CATEGORY_DIGIT,
+        _sre.CATEGORY_WORD,
+        _sre.CATEGORY_NOT_SPACE,
+        _sre.CATEGORY_NOT_LINEBREAK,
+    )
+    none = (
+        _sre.CATEGORY_NOT_DIGIT,
+        _sre.CATEGORY_NOT_WORD,
+        _sre.CATEGORY_SPACE,
+        _sre.CATEGORY_LINEBREAK,
+    )
+    negate = False
+    accepted: set[int] = set()
+    for op, av in items:
+        if op is _sre.NEGATE:
+            negate = True
+        elif op is _sre.LITERAL:
+            if av in _ALL_DIGITS:
+                accepted.add(av)
+        elif op is _sre.RANGE:
+            accepted.update(d for d in _ALL_DIGITS if av[0] <= d <= av[1])
+        elif op is _sre.CATEGORY and av in every:
+            accepted.update(_ALL_DIGITS)
+        elif op is _sre.CATEGORY and av in none:
+            continue
+        else:
+            return None
+    return _ALL_DIGITS - accepted if negate else frozenset(accepted)
+
+
+# --- the rule set ----------------------------------------------------------------------------
 
 
 class _ExactPath:
-    """A skeleton verdict: lines of this shape take the exact path."""
+    """A line verdict: lines with this digit-masked text take the exact path."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Search:
+    """A line verdict: at most `rule` (a runtime rule whose regex may tell digits apart) matches;
+    its regex decides on the body, which starts at `end`."""
+
+    rule: Rule
+    end: int
+
+
+@dataclass(frozen=True, slots=True, eq=False)  # eq=False: hashed by identity, cheaply
+class BatchMatch:
+    """`RuleSet.match_raw`'s answer for a batch line that matches `rule`: one match, whose facts
+    `rule.facts_of_raw(line)` gives, cannot fail to give, and are exactly `facts`.
+
+    Batch lines only set runtime facts, so of several lines with one BatchMatch only the newest
+    can show in the end: the others set the same facts and are overwritten.
+    """
+
+    rule: Rule
+    facts: frozenset[str]
 
 
 _EXACT_PATH: Final = _ExactPath()
 _UNSEEN: Final = _ExactPath()  # a memo miss (any object that is not a verdict)
+_Verdict = BatchMatch | _Search | _ExactPath | None
 
 
 @dataclass(frozen=True, slots=True)
 class RuleSet:
     """An immutable, validated set of rules that turns a journal message into rule matches.
 
-    Two pre-filters keep the no-match path short. Rules whose regex is `^`-anchored with a
-    literal start ("head" rules, most of the pack) are indexed by their first `_head_len`
-    characters, so a line costs a dict lookup on its body head whatever its length. The other
-    rules are found by one gate regex over the raw message (see `_build_gate`). Both are
-    necessary conditions only; a line that passes either takes the exact path: strip the
-    prefix, check each candidate's `contains`, run its regex.
+    Rules whose regex is `^`-anchored with a literal start ("head" rules, most of the pack) are
+    indexed by their first `_head_len` characters, so a line costs a dict lookup on its body
+    head whatever its length; the others are grouped by their required literal, one `in` check
+    per literal. Both are necessary conditions only: a candidate's regex decides.
     """
 
     rules: tuple[Rule, ...]
@@ -412,14 +495,16 @@ class RuleSet:
     _buckets: tuple[tuple[str, tuple[Rule, ...]], ...] = field(
         init=False, repr=False, compare=False
     )
-    _may_match: Callable[[str], bool] = field(init=False, repr=False, compare=False)
     _runtime_only: frozenset[str] = field(init=False, repr=False, compare=False)
+    # Runtime-only rules whose regex is digit_blind(): match_raw memoises their outcome too.
+    _digit_blind: frozenset[str] = field(init=False, repr=False, compare=False)
     # "[ts ranks] " -> its rank, or None when it is not an SGLang prefix. Every line of a second
     # shares one, so this saves the prefix regex on nearly every line; cleared when it grows.
     _prefix_memo: dict[str, Rank | None] = field(init=False, repr=False, compare=False)
-    # match_raw: raw "[ts ranks] " -> valid?, and digit-free line body -> verdict (see there).
-    _raw_prefix_memo: dict[bytes, bool] = field(init=False, repr=False, compare=False)
-    _skeleton_memo: dict[bytes, tuple[Rule, str] | _ExactPath | None] | None = field(
+    # match_raw: digit-masked raw line -> verdict (see there); None when it cannot be exact.
+    _line_memo: dict[bytes, _Verdict] | None = field(init=False, repr=False, compare=False)
+    # (rule id, facts) -> its one BatchMatch, so that a memo clear does not make new ones.
+    _batches: dict[tuple[str, frozenset[str]], BatchMatch] = field(
         init=False, repr=False, compare=False
     )
 
@@ -447,21 +532,23 @@ class RuleSet:
             self, "_heads", MappingProxyType({k: tuple(v) for k, v in heads.items()})
         )
         object.__setattr__(self, "_buckets", tuple((k, tuple(v)) for k, v in buckets.items()))
-        object.__setattr__(
-            self, "_may_match", _prefilter(frozenset(heads), head_len, _build_gate(buckets))
-        )
-        runtime_only = {
+        runtime_only = frozenset(
             r.id
             for r in rules
             if r.scope == "runtime" and all(f.name in RUNTIME_FACTS for f in r.facts)
-        }
-        object.__setattr__(self, "_runtime_only", frozenset(runtime_only))
+        )
+        object.__setattr__(self, "_runtime_only", runtime_only)
+        object.__setattr__(
+            self,
+            "_digit_blind",
+            frozenset(i for i in runtime_only if digit_blind(by_id[i].regex)),
+        )
         object.__setattr__(self, "_prefix_memo", {})
-        object.__setattr__(self, "_raw_prefix_memo", {})
-        # The skeleton shortcut is exact only while no literal the candidates depend on has a digit.
+        # The memo is exact only while no literal the candidates depend on has a digit.
         literals = [r.contains for r in rules] + [p for p in prefixes.values() if p]
         digit_free = not any(c in _ASCII_DIGITS for text in literals for c in text)
-        object.__setattr__(self, "_skeleton_memo", {} if digit_free else None)
+        object.__setattr__(self, "_line_memo", {} if digit_free else None)
+        object.__setattr__(self, "_batches", {})
 
     def get(self, rule_id: str) -> Rule | None:
         """The rule with this id, or None."""
@@ -484,81 +571,87 @@ class RuleSet:
             self._apply(rule, body, rank, matches)
         return matches
 
-    def match_raw(self, raw: bytes) -> list[RuleMatch] | tuple[Rule, re.Match[str]]:
-        """`match(clean_message(raw))`, except for a line whose one candidate is a runtime rule
-        with only runtime facts (a batch line): `(rule, regex match)`, and the line matches iff
-        `rule.facts_of(match)` is not None.
+    def match_raw(self, raw: bytes) -> list[RuleMatch] | BatchMatch:
+        """`match(clean_message(raw))`, except for a batch line (its one candidate is a runtime
+        rule with only runtime facts) that matches it and converts: then a `BatchMatch`.
 
-        Per line, nearly every line of a busy unit is a batch or access line of the same few
-        shapes. Which rules a line can match (prefix, `contains` and bucket literals, all
-        digit-free) is a question about its body with the ASCII digits removed: a literal in the
-        body is in that "skeleton" too. So the candidate search runs once per skeleton and the
-        answer is kept: no rule (nothing to do), one runtime rule (check it on the real body and
-        run its regex), or anything else (the exact path, `match()`).
+        Nearly every line of a busy unit is a batch or access line of a few layouts, and what
+        this returns depends on a line's digits only through where they are. The candidate
+        search uses digit-free literals only (a literal is in the line iff it is in the line with
+        every digit masked as "0"), the prefix regex and the exactness checks see a digit only as
+        a digit, and a digit_blind() regex runs the same steps whatever the digits are. So the
+        verdict is computed once per digit-masked line and kept: no rule (nothing to do), a
+        BatchMatch, anything else (the exact path, `match()`), or, for a runtime regex that may
+        tell digits apart, "run it".
         """
-        skeletons = self._skeleton_memo
-        end = raw.find(b"] ", 1, _MEMO_PREFIX_MAX) + 2
-        head = raw[:end]
-        if (
-            skeletons is None
-            or end < 2
-            or not raw.startswith(b"[")
-            or not (self._raw_prefix_memo.get(head) or self._raw_prefix_ok(head))
-        ):
+        memo = self._line_memo
+        if memo is None or len(raw) > _MEMO_LINE_MAX:
             return self.match(clean_message(raw))
-        skeleton = raw[end:].translate(None, _ASCII_DIGITS_RAW)
-        verdict = skeletons.get(skeleton, _UNSEEN)
+        key = raw.translate(_MASK_DIGITS)
+        verdict = memo.get(key, _UNSEEN)
         if verdict is _UNSEEN:
-            if len(skeletons) >= _MEMO_SIZE:
-                skeletons.clear()
-            verdict = self._skeleton_verdict(skeleton.decode("utf-8", "replace"))
-            skeletons[skeleton] = verdict
-        if verdict is None:
-            return []
-        if isinstance(verdict, _ExactPath):
-            return self.match(clean_message(raw))
-        rule, prefix = verdict
-        body = raw[end:].decode("utf-8", "replace")
-        if not (body.startswith(prefix) and rule.contains in body):
-            return []
-        found = rule.regex.search(body)
-        return [] if found is None else (rule, found)
-
-    def _skeleton_verdict(self, skeleton: str) -> tuple[Rule, str] | _ExactPath | None:
-        """None: no rule can match a body with this skeleton; (rule, its anchored prefix): at most
-        that runtime rule can; `_EXACT_PATH`: anything else."""
-        if (
-            "\x1b" in skeleton  # ANSI codes or a progress bar: the line needs clean_message
-            or "\r" in skeleton
-            or skeleton.endswith("\n")
-            or skeleton.startswith(_DECORATION_WORDS)  # the body starts after the decoration
-        ):
-            return _EXACT_PATH
-        candidates = self._candidates(skeleton)
-        if not candidates:
-            return None
-        if len(candidates) == 1 and candidates[0].id in self._runtime_only:
-            rule = candidates[0]
-            heads = self._heads.get(skeleton[: self._head_len], ())
-            prefix = next((p for p, r in heads if r is rule), "")
-            return rule, prefix
-        return _EXACT_PATH
-
-    def _raw_prefix_ok(self, key: bytes) -> bool:
-        memo = self._raw_prefix_memo
-        ok = memo.get(key)
-        if ok is None:
             if len(memo) >= _MEMO_SIZE:
                 memo.clear()
-            ok = _BRACKET_RE.fullmatch(key.decode("utf-8", "replace")) is not None
-            memo[key] = ok
-        return ok
+            verdict = memo[key] = self._line_verdict(raw)
+        if verdict is None:
+            return []
+        if isinstance(verdict, BatchMatch):
+            return verdict
+        if isinstance(verdict, _Search):
+            rule = verdict.rule
+            found = rule.regex.search(raw[verdict.end :].decode("utf-8", "replace"))
+            if found is None:
+                return []
+            batch = self._batch(rule, found)
+            if batch is not None:
+                return batch
+        return self.match(clean_message(raw))
+
+    def _line_verdict(self, raw: bytes) -> _Verdict:
+        """What match_raw answers for every line with the digit-masked text of `raw`."""
+        if raw.startswith(b"["):
+            end = raw.find(b"] ", 1, _MEMO_PREFIX_MAX) + 2
+            head = raw[:end].decode("utf-8", "replace")
+            if end < 2 or _BRACKET_RE.fullmatch(head) is None:
+                return _EXACT_PATH
+        else:
+            end = 0  # no prefix: the body is the line (unless a decoration starts it, below)
+        body = raw[end:].decode("utf-8", "replace")
+        if (
+            "\x1b" in body  # ANSI codes or a progress bar: the line needs clean_message
+            or "\r" in body
+            or body.endswith("\n")
+            or body.startswith(_DECORATION_WORDS)  # the body starts after the decoration
+        ):
+            return _EXACT_PATH
+        candidates = self._candidates(body)
+        if not candidates:
+            return None
+        rule = candidates[0]
+        if len(candidates) > 1 or rule.id not in self._runtime_only:
+            return _EXACT_PATH
+        if rule.id not in self._digit_blind:
+            return _Search(rule, end)
+        found = rule.regex.search(body)
+        if found is None:
+            return None
+        return self._batch(rule, found) or _EXACT_PATH
+
+    def _batch(self, rule: Rule, found: re.Match[str]) -> BatchMatch | None:
+        """The BatchMatch of a match of a runtime-only rule; None when it may fail to convert."""
+        if not rule.deferrable(found):
+            return None
+        key = (rule.id, rule.fact_names(found))
+        batch = self._batches.get(key)
+        if batch is None:
+            batch = self._batches[key] = BatchMatch(rule, key[1])
+        return batch
 
     def _candidates(self, body: str) -> list[Rule]:
         """The rules whose anchored prefix and required literal `body` has, in match order.
 
         Only these can match; their regexes decide. The literal checks are `in` on the body
-        (a fast substring search), cheaper than one gate regex over the line.
+        (a fast substring search).
         """
         found: list[Rule] = []
         heads = self._heads.get(body[: self._head_len])
@@ -604,36 +697,6 @@ class RuleSet:
             matches.append(RuleMatch(rule.id, MappingProxyType(facts), rank))
 
 
-def _prefilter(
-    heads: frozenset[str], size: int, gate: re.Pattern[str] | None
-) -> Callable[[str], bool]:
-    """The no-match fast path: False only when no rule can match `message`.
-
-    A closure over locals because this runs on every journal line and attribute and global
-    lookups are a measurable part of its cost.
-    """
-    search = gate.search if gate is not None else None
-    decorations = _DECORATION_WORDS
-
-    def may_match(message: str) -> bool:
-        if heads:
-            # The body starts at the message start, or after the first "] " when the message
-            # has a prefix; a pre-logger decoration there sends the line down the exact path.
-            if message[:size] in heads:
-                return True
-            if message.startswith("["):
-                end = message.find("] ") + 2
-                if end > 1 and (
-                    message[end : end + size] in heads or message.startswith(decorations, end)
-                ):
-                    return True
-            elif message.startswith(decorations):
-                return True
-        return search is not None and search(message) is not None
-
-    return may_match
-
-
 def default_rules_dir() -> Path:
     """The bundled rule pack: `rules/` of a checkout or editable install, else the installed copy."""
     checkout = Path(__file__).resolve().parent.parent / "rules"
@@ -658,8 +721,12 @@ def check_rules(dirs: Sequence[Path]) -> list[str]:
 # --- loading -------------------------------------------------------------------------------
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate mapping keys, which PyYAML would silently collapse."""
+# libyaml's parser when PyYAML has it: the pure-Python one is most of a short scan's rule load.
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _StrictLoader(_SafeLoader):  # type: ignore[valid-type,misc]
+    """A safe loader that rejects duplicate mapping keys, which PyYAML would silently collapse."""
 
 
 def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
@@ -708,7 +775,7 @@ def _load_file(path: Path, problems: list[str]) -> list[Rule]:
         problems.append(f"{where}:-: cannot read rule file: {exc}")
         return []
     try:
-        document = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+        document = yaml.load(text, Loader=_StrictLoader)  # a (C)SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,14 +30,14 @@ from .model import (
     StartupRecord,
 )
 from .redact import launch_flags, redact_cmdline, scrub_text
-from .rules import Rule
+from .rules import BatchMatch
 from .serverargs import is_complete, normalized_settings, parse_server_args
 from .text import clean_message
 
 Matcher = Callable[[str], list[RuleMatch]]
-# RuleSet.match_raw: raw MESSAGE bytes -> a batch line's (rule, regex match), its facts
-# converted only when needed; else what match(clean_message(raw)) returns.
-RawMatcher = Callable[[bytes], "list[RuleMatch] | tuple[Rule, re.Match[str]]"]
+# RuleSet.match_raw: raw MESSAGE bytes -> a BatchMatch for a batch line (its facts are
+# `rule.facts_of_raw(raw)`, converted only when needed); else match(clean_message(raw)).
+RawMatcher = Callable[[bytes], "list[RuleMatch] | BatchMatch"]
 
 # Facts the tracker takes from server_args when no log line reported them.
 _FROM_SETTINGS = (
@@ -75,15 +75,16 @@ class _Builder:
     flags: tuple[str, ...] = ()
     runtime: dict[str, FactValue] = field(default_factory=dict)
     has_server_args_line: bool = False
-    # Batch lines not converted yet: rule id -> (rule, match) of its newest line, oldest first.
-    # Only the newest line of each rule can still show in `runtime` (each sets all its facts),
-    # so the others are never converted; `settle()` applies these before `runtime` is read.
-    deferred: dict[str, tuple[Rule, re.Match[str]]] = field(default_factory=dict)
+    # Batch lines not converted yet: BatchMatch -> its newest raw line, oldest first. Lines of
+    # one BatchMatch set the same facts, so only the newest can still show in `runtime` (for a
+    # fact, the last line that set it; any later line sets other facts) and the others are
+    # never parsed. `settle()` applies these, in order, before `runtime` is read.
+    deferred: dict[BatchMatch, bytes] = field(default_factory=dict)
 
     def settle(self) -> None:
         """Apply the deferred batch lines to `runtime`, in the order they came."""
-        for rule, found in self.deferred.values():
-            facts = rule.facts_of(found)  # cannot fail: deferred only when it cannot
+        for batch, raw in self.deferred.items():
+            facts = batch.rule.facts_of_raw(raw)  # cannot fail: deferred only when it cannot
             if facts is not None:
                 self.runtime.update(facts)
         self.deferred.clear()
@@ -231,30 +232,84 @@ class StartupTracker:
             self._feed_service_line(entry)
             return
         matches = self.match_raw(raw)
-        if isinstance(matches, tuple):
+        if isinstance(matches, BatchMatch):
             # A batch line: what _apply does with runtime facts, without the rank and the time,
-            # and converted only if it is still the newest line of its rule when read.
-            rule, found = matches
-            if rule.deferrable(found):
-                deferred = b.deferred
-                deferred.pop(rule.id, None)  # re-insert: the order is the order of the lines
-                deferred[rule.id] = (rule, found)
-            else:
-                facts = rule.facts_of(found)
-                if facts is None:
-                    return
-                b.settle()
-                b.runtime.update(facts)
-            b.rule_hits[rule.id] = b.rule_hits.get(rule.id, 0) + 1
-            self.rule_hits[rule.id] = self.rule_hits.get(rule.id, 0) + 1
+            # and parsed only if it is still the newest line of its kind when read.
+            rid = matches.rule.id
+            deferred = b.deferred
+            deferred.pop(matches, None)  # re-insert: the order is the order of the lines
+            deferred[matches] = raw
+            b.rule_hits[rid] = b.rule_hits.get(rid, 0) + 1
+            self.rule_hits[rid] = self.rule_hits.get(rid, 0) + 1
             self._dirty.add(b.invocation_id)
-            return
-        if not matches:
-            return
-        ts = realtime_us() / 1e6
-        for m in matches:
-            self._apply(b, m, ts)
-        self._dirty.add(b.invocation_id)
+        elif matches:
+            ts = realtime_us() / 1e6
+            for m in matches:
+                self._apply(b, m, ts)
+            self._dirty.add(b.invocation_id)
+
+    def feed_lines(
+        self, items: Iterable[JournalEntry | bytes], realtime_us: Callable[[], int]
+    ) -> int:
+        """Feed what `JournalSource.lines` yields, in order; returns how many items it yielded.
+
+        `feed` for entries and `feed_same_invocation` for raw lines, with that one's batch-line
+        case written out here: it is nearly every line of a busy unit, and keeping the builder's
+        dicts in locals between entries saves a call and a dozen attribute reads per line.
+        """
+        n = 0
+        match_raw = self.match_raw
+        tracker_hits = self.rule_hits
+        dirty = self._dirty
+        # The builder raw lines belong to, while no server_args continuation is pending;
+        # refreshed after every item that is not a batch line (any of those may change it).
+        b: _Builder | None = None
+        deferred: dict[BatchMatch, bytes] = {}
+        hits: dict[str, int] = {}
+        inv = ""
+        # The current run of batch lines of one BatchMatch (most come in runs): it is the newest
+        # kind in `deferred` already, and its lines are added to the hit counts when it ends.
+        run: BatchMatch | None = None
+        run_lines = 0
+        for item in items:
+            n += 1
+            matches: Sequence[RuleMatch] = ()  # the exact-path matches of a raw line
+            if b is not None and isinstance(item, bytes):
+                verdict = match_raw(item)
+                if isinstance(verdict, BatchMatch):  # the feed_same_invocation batch-line case
+                    if verdict is not run:
+                        if run is not None:
+                            _add_hits(run.rule.id, run_lines, hits, tracker_hits)
+                        run, run_lines = verdict, 0
+                        deferred.pop(verdict, None)  # re-insert: the order is that of the lines
+                        dirty.add(inv)
+                    deferred[verdict] = item
+                    run_lines += 1
+                    continue
+                if not verdict:
+                    continue
+                matches = verdict
+            # Anything else goes the ordinary way, with the counts of the run in place first.
+            if run is not None:
+                _add_hits(run.rule.id, run_lines, hits, tracker_hits)
+                run = None
+            if matches and b is not None:
+                ts = realtime_us() / 1e6
+                for m in matches:
+                    self._apply(b, m, ts)
+                dirty.add(inv)
+            elif isinstance(item, bytes):
+                self.feed_same_invocation(item, realtime_us)
+            else:
+                self.feed(item)
+            b = self._last_service
+            if b is not None and b.server_args_pending is not None:
+                b = None  # a continuation may follow: feed_same_invocation handles it
+            if b is not None:
+                deferred, hits, inv = b.deferred, b.rule_hits, b.invocation_id
+        if run is not None:
+            _add_hits(run.rule.id, run_lines, hits, tracker_hits)
+        return n
 
     def _feed_manager_line(self, entry: JournalEntry) -> None:
         ts = entry.realtime_us / 1e6
@@ -394,3 +449,8 @@ class StartupTracker:
         # Keep waiting for a continuation only while the repr is unbalanced; the raw text is
         # held in memory only and never persisted (it may hold secrets before redaction).
         b.server_args_pending = None if complete else pending
+
+
+def _add_hits(rule_id: str, lines: int, *counts: dict[str, int]) -> None:
+    for hits in counts:
+        hits[rule_id] = hits.get(rule_id, 0) + lines

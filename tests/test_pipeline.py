@@ -8,9 +8,8 @@ from pathlib import Path
 from journaltools import StartupScript, build_journal, write_export
 
 from sglang_sentinel.config import Config, JournalConfig
-from sglang_sentinel.daemon import load_rules_and_policy
 from sglang_sentinel.journal import JournalSource
-from sglang_sentinel.pipeline import Pipeline, _cursor_time
+from sglang_sentinel.pipeline import Pipeline, _cursor_time, load_rules_and_policy
 from sglang_sentinel.state import StateStore
 
 UNIT = "sglang-qwen.service"
