@@ -28,8 +28,7 @@ from typing import IO, Any, Final, Protocol
 import structlog
 
 from .config import AlertmanagerConfig, ListenAddress
-from .metrics import RuntimeStats
-from .model import Comparison, Finding
+from .model import Comparison, Finding, Stats
 from .redact import scrub_text
 
 log = structlog.get_logger("sglang_sentinel")
@@ -154,7 +153,7 @@ class AlertPusher:
         self,
         config: AlertmanagerConfig,
         *,
-        stats: RuntimeStats,
+        stats: Stats,
         instance: str | None = None,
         generator_url: str | None = None,
         clock: Callable[[], float] = time.time,

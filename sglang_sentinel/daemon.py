@@ -30,8 +30,8 @@ from .config import Config, load_config
 from .errors import ConfigError, JournalError, RuleError, SentinelError
 from .journal import JournalSource
 from .logs import configure_logging
-from .metrics import RuntimeStats, SentinelCollector, UnitView
-from .model import Comparison
+from .metrics import SentinelCollector, UnitView
+from .model import Comparison, Stats
 from .pipeline import Pipeline, evaluate, load_rules_and_policy, source_key
 from .state import StateStore
 
@@ -83,9 +83,15 @@ class Daemon:
         self.source = JournalSource(
             config.units, directory=config.journal.directory, files=config.journal.files
         )
-        self.stats = RuntimeStats()
+        self.stats = Stats()
         self.pipeline = Pipeline(
-            self.source, self.rules, self.policy, self.store, source_key=source_key(config)
+            self.source,
+            self.rules,
+            self.policy,
+            self.store,
+            source_key=source_key(config),
+            stats=self.stats,
+            checkpoint_interval=config.checkpoint_interval_seconds,
         )
         self._stop = False
         self._reload = False
@@ -253,8 +259,6 @@ class Daemon:
             self.stats.journal_up = True
             comparisons = self.pipeline.commit()
             self._after_commit(comparisons)
-            self.stats.entries_read = self.pipeline.stats.entries_read
-            self.stats.last_entry_realtime = self.pipeline.stats.last_entry_realtime
             if n < BATCH:
                 self.stats.processing_lag_seconds = 0.0
                 return
@@ -361,7 +365,7 @@ class Daemon:
 
     def _shutdown(self) -> None:
         try:
-            self.pipeline.commit()
+            self.pipeline.commit(force=True)
         except SentinelError as exc:
             log.error("final_commit_failed", error=str(exc))
         if self.pusher is not None:

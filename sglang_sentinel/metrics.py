@@ -21,7 +21,7 @@ from prometheus_client.registry import Collector
 
 from . import __version__
 from .compare import CHECKS, Policy
-from .model import Comparison, FactValue, StartupRecord
+from .model import Comparison, FactValue, StartupRecord, Stats
 
 PREFIX = "sglang_sentinel_"
 GIB = float(2**30)  # SGLang's "GB" is torch's bytes / 2**30
@@ -99,20 +99,6 @@ class UnitView:
     outcome_counts: dict[str, int]
 
 
-@dataclass
-class RuntimeStats:
-    """Counters kept by the running daemon (in memory; they reset with the process)."""
-
-    entries_read: int = 0
-    last_entry_realtime: float | None = None
-    processing_lag_seconds: float = 0.0
-    cursor_resets: int = 0
-    rule_load_errors: int = 0
-    alertmanager_pushes: int = 0
-    alertmanager_push_failures: int = 0
-    journal_up: bool = True
-
-
 def fact_value(value: FactValue, scale: float = 1.0) -> float | None:
     if value is None or isinstance(value, str):
         return None
@@ -127,7 +113,7 @@ class SentinelCollector(Collector):
     def __init__(
         self,
         views: Callable[[], Sequence[UnitView]],
-        stats: RuntimeStats,
+        stats: Stats,
         rule_hits: Callable[[], dict[str, int]],
         policy: Callable[[], Policy],
         baselines_pinned: Callable[[], set[str]],

@@ -61,6 +61,25 @@ UNIT_FAILED = "be02cf6855d2428ba40df7e9d022f03d"
 UNIT_STOPPED = "9d1aaa27d60140bd96365438aad20286"
 
 
+@dataclass(slots=True)
+class Stats:
+    """Counters about the sentinel itself, shared by the pipeline, the alert pusher and metrics.
+
+    Mutable on purpose: one owner (the daemon) creates it and hands it to each stage; the
+    metrics collector reads it at scrape time. In memory only; counters restart with the process.
+    """
+
+    entries_read: int = 0
+    last_entry_realtime: float | None = None
+    processing_lag_seconds: float = 0.0
+    cursor_resets: int = 0
+    rule_load_errors: int = 0
+    startups_recorded: int = 0
+    alertmanager_pushes: int = 0
+    alertmanager_push_failures: int = 0
+    journal_up: bool = True
+
+
 @dataclass(frozen=True, slots=True)
 class JournalEntry:
     """One journal entry about a watched unit, with only the fields the sentinel reads."""

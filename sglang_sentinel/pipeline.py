@@ -7,15 +7,13 @@ where reading starts and whether they wait for more.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import structlog
 
 from .compare import Policy, compare, load_policy
 from .config import Config
 from .journal import JournalSource
-from .model import Comparison, StartupRecord
+from .model import Comparison, RuleMatch, StartupRecord, Stats
 from .rules import RuleSet, default_rules_dir, load_rules
 from .startups import StartupTracker
 from .state import StateStore
@@ -50,18 +48,6 @@ def evaluate(store: StateStore, record: StartupRecord, policy: Policy) -> Compar
     return compare(record, previous, "previous" if previous else None, policy)
 
 
-@dataclass
-class Stats:
-    """Counters the metrics endpoint reports about the pipeline itself."""
-
-    entries_read: int = 0
-    last_entry_realtime: float | None = None
-    cursor_resets: int = 0
-    rule_load_errors: int = 0
-    startups_recorded: int = 0
-    rule_hits: dict[str, int] = field(default_factory=dict)
-
-
 class Pipeline:
     """Reads what the journal has now, aggregates it, and commits it with the cursor."""
 
@@ -73,19 +59,23 @@ class Pipeline:
         store: StateStore,
         *,
         source_key: str,
-        on_comparison: Callable[[Comparison, Comparison | None], None] | None = None,
+        stats: Stats | None = None,
+        checkpoint_interval: float = 0.0,
     ) -> None:
         self.source = source
         self.rules = rules
         self.policy = policy
         self.store = store
         self.source_key = source_key
-        self.stats = Stats()
+        self.stats = stats if stats is not None else Stats()
         self.tracker = StartupTracker(self._match, rules.match_raw)
-        self._on_comparison = on_comparison
         self._uncommitted = 0
+        # A cursor move with no record change is committed at most this often (seconds);
+        # replaying those entries after a crash changes nothing, so delaying them is safe.
+        self._checkpoint_interval = checkpoint_interval
+        self._last_checkpoint = 0.0
 
-    def _match(self, message: str) -> list:  # type: ignore[type-arg]
+    def _match(self, message: str) -> list[RuleMatch]:
         return self.rules.match(message)
 
     def set_rules(self, rules: RuleSet) -> None:
@@ -134,13 +124,17 @@ class Pipeline:
     def pending(self) -> int:
         return self._uncommitted
 
-    def commit(self) -> list[Comparison]:
+    def commit(self, *, force: bool = False) -> list[Comparison]:
         """Persist changed startups, their comparisons and the cursor in one transaction."""
         dirty = self.tracker.take_dirty()
-        cursor = self.source.cursor() if self._uncommitted else None
         comparisons: list[Comparison] = []
+        now = time.monotonic()
+        if not dirty and not force and now - self._last_checkpoint < self._checkpoint_interval:
+            return comparisons
+        cursor = self.source.cursor() if self._uncommitted else None
         if not dirty and cursor is None:
             return comparisons
+        self._last_checkpoint = now
         with self.store.transaction():
             for record, builder in dirty:
                 before = self.store.comparison_row(record.invocation_id)

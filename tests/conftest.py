@@ -9,6 +9,7 @@ from pathlib import Path
 
 import journaltools
 import pytest
+import structlog
 
 ROOT_FIXTURES = frozenset({"live_journald", "run_in_unit"})
 
@@ -54,3 +55,12 @@ def run_in_unit(
 ) -> Callable[..., subprocess.Popen[bytes]]:
     """`run_in_unit(unit_name, argv, invocation_id=None)` on the live journald."""
     return live_journald.run_in_unit
+
+
+@pytest.fixture(autouse=True)
+def _fresh_structlog() -> Iterator[None]:
+    """Each test starts from structlog's defaults: an in-process CLI call configures logging
+    (level, stream) globally, and a later test's capture_logs() must not inherit that filter."""
+    structlog.reset_defaults()
+    yield
+    structlog.reset_defaults()

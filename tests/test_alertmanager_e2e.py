@@ -29,8 +29,7 @@ from sentinelproc import free_port
 
 from sglang_sentinel.alerts import AlertPusher
 from sglang_sentinel.config import AlertmanagerConfig
-from sglang_sentinel.metrics import RuntimeStats
-from sglang_sentinel.model import Comparison, Finding, StartupRecord
+from sglang_sentinel.model import Comparison, Finding, StartupRecord, Stats
 
 pytestmark = pytest.mark.slow
 
@@ -193,7 +192,7 @@ DROP = Finding(
 
 def test_direct_push_appears_in_alertmanager_and_resolves(spawn: Spawn, tmp_path: Path) -> None:
     am_url, am = start_alertmanager(spawn, tmp_path)
-    stats = RuntimeStats()
+    stats = Stats()
     pusher = AlertPusher(
         AlertmanagerConfig(urls=(am_url + "/",), resend_interval_seconds=5.0, timeout_seconds=2.0),
         stats=stats,

@@ -23,8 +23,7 @@ from structlog.testing import capture_logs
 from sglang_sentinel.alerts import ALERT_NAMES, AlertPusher, rfc3339, urllib_post
 from sglang_sentinel.compare import CHECKS
 from sglang_sentinel.config import AlertmanagerConfig
-from sglang_sentinel.metrics import RuntimeStats
-from sglang_sentinel.model import Comparison, Finding, StartupRecord
+from sglang_sentinel.model import Comparison, Finding, StartupRecord, Stats
 
 REPO = Path(__file__).resolve().parent.parent
 RULES = REPO / "deploy" / "prometheus" / "sglang-sentinel-alerts.yml"
@@ -152,9 +151,9 @@ def comparison(*findings: Finding, unit: str = UNIT, invocation: str = CURRENT) 
 
 
 def make(
-    urls: list[str], clock: Clock, stats: RuntimeStats | None = None, **config: Any
-) -> tuple[AlertPusher, RuntimeStats]:
-    stats = stats or RuntimeStats()
+    urls: list[str], clock: Clock, stats: Stats | None = None, **config: Any
+) -> tuple[AlertPusher, Stats]:
+    stats = stats or Stats()
     am = AlertmanagerConfig(
         urls=tuple(urls),
         resend_interval_seconds=config.pop("resend", 30.0),
@@ -473,7 +472,7 @@ def test_an_opener_that_raises_is_a_failure_not_an_exception() -> None:
     def broken(url: str, body: bytes, headers: Any, timeout: float) -> tuple[int, str]:
         raise ValueError("boom")
 
-    stats = RuntimeStats()
+    stats = Stats()
     pusher = AlertPusher(
         AlertmanagerConfig(urls=("http://am.invalid:9093",)),
         stats=stats,
