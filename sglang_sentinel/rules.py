@@ -1,67 +1,71 @@
-"""Rule files: load, validate and apply the regex rules that turn SGLang log lines into facts.
+"""Rules and rule sets: the regex rules that turn SGLang log lines into facts, and matching.
 
-A rule file (`rules/*.yaml`, schema in docs/architecture.md) holds rules with a required literal
-(`contains`), a regex applied to the line *body* (the SGLang `[ts TPn] ` prefix and the pre-logger
-`INFO server_args.py:1835: ` decoration stripped), typed facts and sample lines. Everything is
-validated up front, samples included, and every problem is reported at once as
-`file:rule_id: message`; a `RuleSet` is only ever built from rules that passed.
+A `Rule` has a required literal (`contains`), a regex applied to the line *body* (the SGLang
+`[ts TPn] ` prefix and the pre-logger `INFO server_args.py:1835: ` decoration stripped) and typed
+facts. A `RuleSet` matches a journal message against every rule: `match` for a message,
+`match_raw` for a raw journal line, the pipeline's hot path.
 
 The pipeline calls `RuleSet.match_raw` on nearly every journal line; almost no line matches a
 startup rule and nearly all the rest are batch lines of a few layouts, so what a line gets is
 memoised per digit-masked line (see `match_raw`).
+
+Rule files are read and validated by `rule_files` (`load_rules`, `check_rules`, re-exported
+here); the prefix and regex analysis the matcher relies on is in `rule_shapes`.
 """
 
 from __future__ import annotations
 
-import importlib
 import re
-import sys
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Final, Literal, cast
-
-import yaml
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from sglang_sentinel.errors import RuleError
 from sglang_sentinel.model import RUNTIME_FACTS, FactValue, Rank, RuleMatch
+from sglang_sentinel.rule_shapes import (
+    BRACKET_RE,
+    DECORATION_RE,
+    DECORATION_WORDS,
+    DEFERRABLE_SPAN,
+    NO_RANK,
+    NUMBER_SHAPES,
+    PREFIX_MAX,
+    anchored_prefix,
+    digit_blind,
+    group_pattern,
+    parse_rank,
+    split_prefix,
+)
 from sglang_sentinel.text import clean_message
+
+if TYPE_CHECKING:
+    from sglang_sentinel.rule_files import POLICY_FILE, check_rules, default_rules_dir, load_rules
+
+__all__ = [
+    "FACT_TYPES",
+    "POLICY_FILE",
+    "SCOPES",
+    "BatchMatch",
+    "FactSpec",
+    "FactType",
+    "Rule",
+    "RuleSet",
+    "Sample",
+    "Scope",
+    "check_rules",
+    "convert",
+    "default_rules_dir",
+    "digit_blind",
+    "load_rules",
+    "split_prefix",
+]
 
 FactType = Literal["int", "float", "gb", "bool", "str", "list"]
 Scope = Literal["startup", "runtime"]
 
 FACT_TYPES: Final[frozenset[str]] = frozenset({"int", "float", "gb", "bool", "str", "list"})
 SCOPES: Final[frozenset[str]] = frozenset({"startup", "runtime"})
-# The lead's policy file lives beside the rule files but is not a rule file.
-POLICY_FILE: Final = "policy.yaml"
-
-_RULE_KEYS: Final = frozenset(
-    {"id", "description", "contains", "regex", "scope", "facts", "samples", "also_matches"}
-)
-_TOP_KEYS: Final = frozenset({"version", "rules"})
-_FACT_KEYS: Final = frozenset({"type", "group", "value"})
-_SAMPLE_KEYS: Final = frozenset({"match", "no_match"})
-_ID_RE: Final = re.compile(r"[a-z][a-z0-9_]*\Z")
-_BOOLS: Final[Mapping[str, bool]] = MappingProxyType(
-    {"True": True, "true": True, "1": True, "False": False, "false": False, "0": False}
-)
-
-# re.ASCII: a rank or a line number is never written in non-ASCII digits, and int() on a
-# 5000-digit match would raise; `\d{1,9}` below keeps every rank int() safe.
-_PREFIX_RE: Final = re.compile(
-    r"\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?"
-    r"((?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] "
-    r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+\.py:\d+: )?",
-    re.ASCII,
-)
-# _PREFIX_RE without the decoration: the part that RuleSet._split memoizes.
-_BRACKET_RE: Final = re.compile(
-    r"\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?"
-    r"((?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] ",
-    re.ASCII,
-)
-_MEMO_PREFIX_MAX: Final = 96  # longer than any real "[ts DPn PPn ATTN_CPn MOE_DPn TPn EPn] "
 _MEMO_SIZE: Final = 4096
 # Longer lines (server_args, tracebacks) are neither batch lines nor frequent; not memoising them
 # keeps the memo a few MB at most.
@@ -69,13 +73,9 @@ _MEMO_LINE_MAX: Final = 1024
 _ASCII_DIGITS: Final = "0123456789"
 # bytes.translate table: every ASCII digit becomes "0" (match_raw's memo key).
 _MASK_DIGITS: Final = bytes.maketrans(b"0123456789", b"0000000000")
-_DECORATION_RE: Final = re.compile(
-    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+\.py:\d+: ", re.ASCII
+_BOOLS: Final[Mapping[str, bool]] = MappingProxyType(
+    {"True": True, "true": True, "1": True, "False": False, "false": False, "0": False}
 )
-_DECORATION_STARTS: Final = frozenset("DIWEC")
-_RANK_PART_RE: Final = re.compile(r"(DP|PP|ATTN_CP|MOE_DP|TP|EP)(\d{1,9})\Z", re.ASCII)
-_NO_RANK: Final = Rank()
-_SAMPLE_SHOWN = 90  # characters of a sample line quoted in a problem message
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +117,7 @@ class Rule:
         init=False, repr=False, compare=False
     )
     # Every fact group is a plain number pattern whose conversion cannot fail on a match shorter
-    # than _DEFERRABLE_SPAN. See `deferrable`.
+    # than DEFERRABLE_SPAN. See `deferrable`.
     _numbers_only: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -128,7 +128,7 @@ class Rule:
         object.__setattr__(self, "_constants", constants)
         object.__setattr__(self, "_plan", plan)
         numbers_only = bool(plan) and all(
-            _group_pattern(self.regex.pattern, group) in _NUMBER_SHAPES.get(spec.type, ())
+            group_pattern(self.regex.pattern, group) in NUMBER_SHAPES.get(spec.type, ())
             for spec in self.facts
             if (group := spec.group) is not None
         )
@@ -144,7 +144,7 @@ class Rule:
     def deferrable(self, found: re.Match[str]) -> bool:
         """True when `facts_of(found)` cannot fail, so a caller may keep the line and convert it
         later (or never, when a newer line replaces it)."""
-        return self._numbers_only and found.end() - found.start() <= _DEFERRABLE_SPAN
+        return self._numbers_only and found.end() - found.start() <= DEFERRABLE_SPAN
 
     def fact_names(self, found: re.Match[str]) -> frozenset[str]:
         """The facts `facts_of(found)` yields when it converts: all but those of optional
@@ -158,7 +158,7 @@ class Rule:
         rule."""
         # match_raw answers so only for a line whose body follows a valid "[ts ranks] " prefix
         # or starts the line, with nothing for clean_message() to change.
-        end = raw.find(b"] ", 1, _MEMO_PREFIX_MAX) + 2 if raw.startswith(b"[") else 0
+        end = raw.find(b"] ", 1, PREFIX_MAX) + 2 if raw.startswith(b"[") else 0
         found = self.regex.search(raw[end:].decode("utf-8", "replace"))
         return None if found is None else self.facts_of(found)
 
@@ -174,31 +174,6 @@ class Rule:
         except (ValueError, OverflowError, KeyError):  # int() of >4300 digits is a ValueError
             return None
         return facts
-
-
-# Fact group patterns whose int()/float() cannot fail (int() refuses > 4300 digits, hence
-# _DEFERRABLE_SPAN); exact pattern texts, anything else is simply not deferrable.
-_FLOAT_SHAPES: Final = frozenset(
-    {r"\d+", r"-?\d+", r"\d+(?:\.\d+)?", r"\d+\.\d+", r"-?\d+(?:\.\d+)?"}
-)
-_NUMBER_SHAPES: Final[Mapping[str, frozenset[str]]] = MappingProxyType(
-    {
-        "int": frozenset({r"\d+", r"-?\d+"}),
-        "float": _FLOAT_SHAPES,
-        "gb": _FLOAT_SHAPES,
-    }
-)
-_DEFERRABLE_SPAN: Final = 4000
-
-
-def _group_pattern(pattern: str, group: str) -> str | None:
-    """The text of named group `group` in `pattern`, or None when it is not found plainly."""
-    start = pattern.find(f"(?P<{group}>")
-    if start < 0:
-        return None
-    inner = start + len(group) + 5
-    close, _ = _scan_group(pattern, inner)
-    return pattern[inner:close] if close is not None else None
 
 
 def _to_gb(raw: str) -> float:
@@ -227,219 +202,6 @@ def convert(kind: str, raw: str) -> FactValue | None:
         return converter(raw)
     except (ValueError, OverflowError, KeyError):
         return None
-
-
-def split_prefix(message: str) -> tuple[str, Rank]:
-    """Strip the SGLang `[ts DPn TPn] ` prefix and the pre-logger decoration; return body, rank."""
-    if message.startswith("["):
-        prefix = _PREFIX_RE.match(message)
-        if prefix is not None:
-            ranks = prefix.group(1)
-            return message[prefix.end() :], _parse_rank(ranks) if ranks else _NO_RANK
-    elif message[:1] in _DECORATION_STARTS:
-        # Lines logged before configure_logger() can carry the decoration without a prefix.
-        decoration = _DECORATION_RE.match(message)
-        if decoration is not None:
-            return message[decoration.end() :], _NO_RANK
-    return message, _NO_RANK
-
-
-def _parse_rank(ranks: str) -> Rank:
-    common = _COMMON_RANKS.get(ranks)
-    if common is not None:
-        return common
-    values: dict[str, int] = {}
-    for part in ranks.split():
-        parsed = _RANK_PART_RE.match(part)
-        if parsed is not None:  # ATTN_CP and MOE_DP have no place in Rank; MOE_DP is not DP
-            values[parsed.group(1)] = int(parsed.group(2))
-    return Rank(dp=values.get("DP"), pp=values.get("PP"), tp=values.get("TP"), ep=values.get("EP"))
-
-
-_META: Final = frozenset(".^$*+?{}[]()|\\")
-
-
-def _anchored_prefix(pattern: str) -> str:
-    """The literal text every match of a `^`-anchored pattern starts with, or "" when unsure.
-
-    Deliberately conservative: reads literal characters (stepping into a leading group that is
-    neither quantified nor an alternation) and stops at the first other metacharacter; a
-    character followed by a quantifier is dropped.
-    """
-    if not pattern.startswith("^") or _scan_group(pattern, 1)[1]:
-        return ""
-    prefix: list[str] = []
-    i = 1
-    while i < len(pattern):
-        char = pattern[i]
-        if char == "(":
-            inner = _group_content_start(pattern, i)
-            if inner is None:
-                break
-            close, has_bar = _scan_group(pattern, inner)
-            if close is None or has_bar or pattern[close + 1 : close + 2] in _QUANTIFIERS:
-                break
-            i = inner
-            continue
-        if char == "\\":
-            escaped = pattern[i + 1 : i + 2]
-            if not escaped or escaped.isalnum() or (escaped.isspace() and escaped != " "):
-                break  # \d, \A, \1 ... are not literals
-            char, step = escaped, 2
-        elif char in _META:
-            break
-        else:
-            step = 1
-        if pattern[i + step : i + step + 1] in _QUANTIFIERS:
-            break
-        prefix.append(char)
-        i += step
-    return "".join(prefix)
-
-
-_QUANTIFIERS: Final = frozenset("*+?{")
-
-
-def _group_content_start(pattern: str, i: int) -> int | None:
-    """Where the content of the group opening at `i` starts; None for lookarounds and flags."""
-    if pattern.startswith("(?:", i):
-        return i + 3
-    if pattern.startswith("(?P<", i):
-        end = pattern.find(">", i)
-        return end + 1 if end > 0 else None
-    return i + 1 if not pattern.startswith("(?", i) else None
-
-
-def _scan_group(pattern: str, start: int) -> tuple[int | None, bool]:
-    """From `start` inside a group: the index of its closing paren (None at the pattern end) and
-    whether the group has a `|` of its own."""
-    depth = 0
-    has_bar = False
-    in_class = False
-    i = start
-    while i < len(pattern):
-        char = pattern[i]
-        if char == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = char != "]"
-        elif char == "[":
-            in_class = True
-            i += 2 if pattern.startswith("[]", i) else 3 if pattern.startswith("[^]", i) else 1
-            continue  # a ] right after [ or [^ is a literal inside the class
-        elif char == "(":
-            depth += 1
-        elif char == ")":
-            if depth == 0:
-                return i, has_bar
-            depth -= 1
-        elif char == "|" and depth == 0:
-            has_bar = True
-        i += 1
-    return None, has_bar
-
-
-# Ranks as most deployments print them, parsed once at import (a frozen mapping, not a cache).
-_COMMON_RANKS: Final[Mapping[str, Rank]] = MappingProxyType(
-    {
-        **{f" TP{t}": Rank(tp=t) for t in range(64)},
-        **{f" DP{d} TP{t}": Rank(dp=d, tp=t) for d in range(16) for t in range(16)},
-        **{f" TP{t} EP{t}": Rank(tp=t, ep=t) for t in range(64)},
-        **{f" DP{d}": Rank(dp=d) for d in range(64)},
-    }
-)
-
-
-_DECORATION_WORDS: Final = ("DEBUG ", "INFO ", "WARNING ", "ERROR ", "CRITICAL ")
-
-
-# --- digit-blind regexes ---------------------------------------------------------------------
-
-# The parser re.compile itself uses (typeshed has no stubs for it; sre_parse is its deprecated
-# alias). Only read, to inspect a rule's regex once at load time.
-_sre: Any = importlib.import_module("re._parser")
-_ALL_DIGITS: Final = frozenset(range(ord("0"), ord("9") + 1))
-
-
-def digit_blind(pattern: re.Pattern[str]) -> bool:
-    """True when `pattern` cannot tell one ASCII digit from another.
-
-    That is: every character test in it accepts all ten ASCII digits or none of them, and it has
-    no backreference (the only construct that compares characters with each other). sre then
-    runs the very same steps on a line and on any copy of it with other digits in the same
-    places, so whether and where it matches, and every group's span, are facts of the line with
-    its digits masked. Conservative: a construct not listed below counts as telling them apart.
-    """
-    try:
-        tree = _sre.parse(pattern.pattern, pattern.flags)
-    except Exception:  # a pattern re.compile took but this parser version reads differently
-        return False
-    return _blind(tree)
-
-
-def _blind(items: Any) -> bool:
-    for op, av in items:
-        if op in (_sre.LITERAL, _sre.NOT_LITERAL):
-            if av in _ALL_DIGITS:
-                return False
-        elif op is _sre.IN:
-            accepted = _class_digits(av)
-            if accepted is None or accepted not in (frozenset(), _ALL_DIGITS):
-                return False
-        elif op in (_sre.ANY, _sre.AT):  # AT: anchors and \b, and every digit is a word character
-            continue
-        elif op is _sre.BRANCH:
-            if not all(_blind(branch) for branch in av[1]):
-                return False
-        elif op is _sre.SUBPATTERN:
-            if not _blind(av[3]):
-                return False
-        elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, _sre.POSSESSIVE_REPEAT):
-            if not _blind(av[2]):
-                return False
-        elif op is _sre.ATOMIC_GROUP:
-            if not _blind(av):
-                return False
-        elif op in (_sre.ASSERT, _sre.ASSERT_NOT):
-            if not _blind(av[1]):
-                return False
-        else:  # GROUPREF, GROUPREF_EXISTS, anything a later Python adds
-            return False
-    return True
-
-
-def _class_digits(items: Any) -> frozenset[int] | None:
-    """The ASCII digits (code points) a character class accepts; None when unsure."""
-    every = (
-        _sre.CATEGORY_DIGIT,
-        _sre.CATEGORY_WORD,
-        _sre.CATEGORY_NOT_SPACE,
-        _sre.CATEGORY_NOT_LINEBREAK,
-    )
-    none = (
-        _sre.CATEGORY_NOT_DIGIT,
-        _sre.CATEGORY_NOT_WORD,
-        _sre.CATEGORY_SPACE,
-        _sre.CATEGORY_LINEBREAK,
-    )
-    negate = False
-    accepted: set[int] = set()
-    for op, av in items:
-        if op is _sre.NEGATE:
-            negate = True
-        elif op is _sre.LITERAL:
-            if av in _ALL_DIGITS:
-                accepted.add(av)
-        elif op is _sre.RANGE:
-            accepted.update(d for d in _ALL_DIGITS if av[0] <= d <= av[1])
-        elif op is _sre.CATEGORY and av in every:
-            accepted.update(_ALL_DIGITS)
-        elif op is _sre.CATEGORY and av in none:
-            continue
-        else:
-            return None
-    return _ALL_DIGITS - accepted if negate else frozenset(accepted)
 
 
 # --- the rule set ----------------------------------------------------------------------------
@@ -515,7 +277,7 @@ class RuleSet:
             if rule.id in by_id:
                 raise RuleError([f"{rule.source}:{rule.id}: duplicate rule id in one rule set"])
             by_id[rule.id] = rule
-        prefixes = {rule.id: _anchored_prefix(rule.regex.pattern) for rule in rules}
+        prefixes = {rule.id: anchored_prefix(rule.regex.pattern) for rule in rules}
         head_len = min((len(p) for p in prefixes.values() if p), default=0)
         heads: dict[str, list[tuple[str, Rule]]] = {}
         buckets: dict[str, list[Rule]] = {}  # rules sharing a literal share one `in` check
@@ -564,7 +326,7 @@ class RuleSet:
         body, rank = self._split(message)
         return self.match_body(body, rank)
 
-    def match_body(self, body: str, rank: Rank = _NO_RANK) -> list[RuleMatch]:
+    def match_body(self, body: str, rank: Rank = NO_RANK) -> list[RuleMatch]:
         """Every rule that matches an already-stripped line body."""
         matches: list[RuleMatch] = []
         for rule in self._candidates(body):
@@ -610,9 +372,9 @@ class RuleSet:
     def _line_verdict(self, raw: bytes) -> _Verdict:
         """What match_raw answers for every line with the digit-masked text of `raw`."""
         if raw.startswith(b"["):
-            end = raw.find(b"] ", 1, _MEMO_PREFIX_MAX) + 2
+            end = raw.find(b"] ", 1, PREFIX_MAX) + 2
             head = raw[:end].decode("utf-8", "replace")
-            if end < 2 or _BRACKET_RE.fullmatch(head) is None:
+            if end < 2 or BRACKET_RE.fullmatch(head) is None:
                 return _EXACT_PATH
         else:
             end = 0  # no prefix: the body is the line (unless a decoration starts it, below)
@@ -621,7 +383,7 @@ class RuleSet:
             "\x1b" in body  # ANSI codes or a progress bar: the line needs clean_message
             or "\r" in body
             or body.endswith("\n")
-            or body.startswith(_DECORATION_WORDS)  # the body starts after the decoration
+            or body.startswith(DECORATION_WORDS)  # the body starts after the decoration
         ):
             return _EXACT_PATH
         candidates = self._candidates(body)
@@ -667,7 +429,7 @@ class RuleSet:
     def _split(self, message: str) -> tuple[str, Rank]:
         """`split_prefix`, with the `[ts ranks] ` part looked up in a small memo."""
         if message.startswith("["):
-            end = message.find("] ", 1, _MEMO_PREFIX_MAX) + 2
+            end = message.find("] ", 1, PREFIX_MAX) + 2
             if end > 1:
                 key = message[:end]
                 memo = self._prefix_memo
@@ -676,15 +438,15 @@ class RuleSet:
                 else:
                     if len(memo) >= _MEMO_SIZE:
                         memo.clear()
-                    bracket = _BRACKET_RE.fullmatch(key)
+                    bracket = BRACKET_RE.fullmatch(key)
                     ranks = bracket.group(1) if bracket is not None else ""
-                    rank = None if bracket is None else _parse_rank(ranks) if ranks else _NO_RANK
+                    rank = None if bracket is None else parse_rank(ranks) if ranks else NO_RANK
                     memo[key] = rank
                 if rank is None:
-                    return message, _NO_RANK
+                    return message, NO_RANK
                 # The pre-logger decoration may follow the prefix (what _PREFIX_RE's tail does).
-                if message.startswith(_DECORATION_WORDS, end):
-                    decoration = _DECORATION_RE.match(message, end)
+                if message.startswith(DECORATION_WORDS, end):
+                    decoration = DECORATION_RE.match(message, end)
                     if decoration is not None:
                         end = decoration.end()
                 return message[end:], rank
@@ -697,372 +459,17 @@ class RuleSet:
             matches.append(RuleMatch(rule.id, MappingProxyType(facts), rank))
 
 
-def default_rules_dir() -> Path:
-    """The bundled rule pack: `rules/` of a checkout or editable install, else the installed copy."""
-    checkout = Path(__file__).resolve().parent.parent / "rules"
-    if checkout.is_dir():
-        return checkout
-    return Path(sys.prefix) / "share" / "sglang-sentinel" / "rules"
+# rule_files builds on this module, so its names are re-exported lazily: importing it here at
+# import time would be an import cycle.
+_FROM_RULE_FILES: Final = frozenset(
+    {"POLICY_FILE", "check_rules", "default_rules_dir", "load_rules"}
+)
 
 
-def load_rules(dirs: Sequence[Path]) -> RuleSet:
-    """Load and validate every `*.yaml` rule file in `dirs`; raise RuleError listing every problem."""
-    rules, problems = _load(dirs)
-    if problems:
-        raise RuleError(problems)
-    return RuleSet(tuple(rules))
+def __getattr__(name: str) -> object:
+    """`load_rules`, `check_rules`, `default_rules_dir` and `POLICY_FILE` of `rule_files`."""
+    if name in _FROM_RULE_FILES:
+        from sglang_sentinel import rule_files
 
-
-def check_rules(dirs: Sequence[Path]) -> list[str]:
-    """Every problem in the rule files of `dirs` as `file:rule_id: message`; empty when all is fine."""
-    return _load(dirs)[1]
-
-
-# --- loading -------------------------------------------------------------------------------
-
-
-# libyaml's parser when PyYAML has it: the pure-Python one is most of a short scan's rule load.
-_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class _StrictLoader(_SafeLoader):  # type: ignore[valid-type,misc]
-    """A safe loader that rejects duplicate mapping keys, which PyYAML would silently collapse."""
-
-
-def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Hashable] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if isinstance(key, Hashable):
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping",
-                    node.start_mark,
-                    f"found duplicate key {key!r}",
-                    key_node.start_mark,
-                )
-            seen.add(key)
-    return loader.construct_mapping(node, deep=True)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-def _load(dirs: Sequence[Path]) -> tuple[list[Rule], list[str]]:
-    problems: list[str] = []
-    merged: dict[str, Rule] = {}  # a later file's rule replaces an earlier one with the same id
-    for directory in dirs:
-        if not directory.is_dir():
-            problems.append(f"{directory}:-: rules directory does not exist or is not a directory")
-            continue
-        files = sorted(
-            (p for p in directory.glob("*.yaml") if p.name != POLICY_FILE and p.is_file()),
-            key=lambda p: p.name,
-        )
-        for path in files:
-            for rule in _load_file(path, problems):
-                merged[rule.id] = rule
-    rules = list(merged.values())
-    _check_overlaps(rules, problems)
-    return rules, problems
-
-
-def _load_file(path: Path, problems: list[str]) -> list[Rule]:
-    where = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        problems.append(f"{where}:-: cannot read rule file: {exc}")
-        return []
-    try:
-        document = yaml.load(text, Loader=_StrictLoader)  # a (C)SafeLoader subclass
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problems.append(f"{where}:-: invalid YAML{at}: {exc.problem}")
-        return []
-    except (yaml.YAMLError, RecursionError) as exc:
-        problems.append(f"{where}:-: invalid YAML: {exc}")
-        return []
-    if not isinstance(document, dict):
-        problems.append(f"{where}:-: top level must be a mapping with `version: 1` and `rules:`")
-        return []
-    for key in sorted(set(map(str, document)) - _TOP_KEYS):
-        problems.append(f"{where}:-: unknown top-level key {key!r} (allowed: version, rules)")
-    version = document.get("version")
-    if version != 1 or isinstance(version, bool):
-        problems.append(f"{where}:-: `version` must be 1, found {version!r}")
-    entries = document.get("rules")
-    if not isinstance(entries, list):
-        problems.append(f"{where}:-: `rules` must be a list of rules")
-        return []
-    rules: list[Rule] = []
-    seen: set[str] = set()
-    for index, entry in enumerate(entries):
-        rule = _parse_rule(where, index, entry, seen, problems)
-        if rule is not None:
-            rules.append(rule)
-    return rules
-
-
-def _parse_rule(
-    where: str, index: int, entry: object, seen: set[str], problems: list[str]
-) -> Rule | None:
-    if not isinstance(entry, dict):
-        problems.append(f"{where}:-: rules[{index}] must be a mapping")
-        return None
-    rule_id = entry.get("id")
-    label = rule_id if isinstance(rule_id, str) and rule_id else "-"
-    before = len(problems)
-
-    def bad(message: str) -> None:
-        problems.append(f"{where}:{label}: {message}")
-
-    if label == "-":
-        bad(f"rules[{index}] has no `id`")
-    elif not _ID_RE.match(label):
-        bad("id must match [a-z][a-z0-9_]*")
-    elif label in seen:
-        bad("duplicate rule id in this file")
-    seen.add(label)
-    for key in sorted(set(map(str, entry)) - _RULE_KEYS):
-        bad(f"unknown key {key!r} (allowed: {', '.join(sorted(_RULE_KEYS))})")
-
-    description = entry.get("description", "")
-    if not isinstance(description, str):
-        bad("`description` must be a string")
-    contains = entry.get("contains")
-    if not isinstance(contains, str) or not contains:
-        bad("`contains` must be a non-empty literal string")
-    regex = _compile(entry.get("regex"), bad)
-    scope = entry.get("scope", "startup")
-    if scope not in SCOPES:
-        bad(f"`scope` must be startup or runtime, found {scope!r}")
-    facts = _parse_facts(entry.get("facts", {}), regex, bad)
-    samples, no_match = _parse_samples(entry.get("samples"), bad)
-    also = entry.get("also_matches", [])
-    if not isinstance(also, list) or not all(isinstance(a, str) for a in also):
-        bad("`also_matches` must be a list of rule ids")
-        also = []
-
-    if len(problems) > before or regex is None or facts is None:
-        return None
-    rule = Rule(
-        id=label,
-        contains=cast(str, contains),
-        regex=regex,
-        facts=facts,
-        scope=cast(Scope, scope),
-        description=cast(str, description),
-        samples=samples,
-        no_match=no_match,
-        also_matches=frozenset(also),
-        source=where,
-    )
-    _check_samples(rule, bad)
-    return rule if len(problems) == before else None
-
-
-def _compile(pattern: object, bad: Any) -> re.Pattern[str] | None:
-    if not isinstance(pattern, str) or not pattern:
-        bad("`regex` must be a non-empty string")
-        return None
-    try:
-        return re.compile(pattern)
-    except (re.error, OverflowError, RecursionError) as exc:
-        bad(f"regex does not compile: {exc}")
-        return None
-
-
-def _parse_facts(
-    raw: object, regex: re.Pattern[str] | None, bad: Any
-) -> tuple[FactSpec, ...] | None:
-    if raw is None:
-        return ()
-    if not isinstance(raw, dict):
-        bad("`facts` must be a mapping of fact name to type")
-        return None
-    specs: list[FactSpec] = []
-    ok = True
-    for name, definition in raw.items():
-        if not isinstance(name, str) or not _ID_RE.match(name):
-            bad(f"fact name {name!r} must match [a-z][a-z0-9_]*")
-            ok = False
-            continue
-        spec = _parse_fact(name, definition, regex, bad)
-        if spec is None:
-            ok = False
-        else:
-            specs.append(spec)
-    return tuple(specs) if ok else None
-
-
-def _parse_fact(
-    name: str, definition: object, regex: re.Pattern[str] | None, bad: Any
-) -> FactSpec | None:
-    if isinstance(definition, str):
-        definition = {"type": definition}
-    if not isinstance(definition, dict):
-        bad(f"fact {name!r} must be a type name or a mapping with `type`")
-        return None
-    unknown = sorted(set(map(str, definition)) - _FACT_KEYS)
-    if unknown:
-        bad(f"fact {name!r} has unknown keys {unknown} (allowed: type, group, value)")
-        return None
-    kind = definition.get("type")
-    if kind not in FACT_TYPES:
-        bad(f"fact {name!r} has invalid type {kind!r} (one of {', '.join(sorted(FACT_TYPES))})")
-        return None
-    fact_type = cast(FactType, kind)
-    if "value" in definition:
-        if "group" in definition:
-            bad(f"fact {name!r} has both `group` and `value`; a constant takes no group")
-            return None
-        constant = _constant(fact_type, definition["value"])
-        if constant is None:
-            bad(f"fact {name!r}: constant {definition['value']!r} is not a valid {kind}")
-            return None
-        return FactSpec(name, fact_type, None, constant)
-    group = definition.get("group", name)
-    if not isinstance(group, str):
-        bad(f"fact {name!r}: `group` must be a group name")
-        return None
-    if regex is not None and group not in regex.groupindex:
-        bad(f"fact {name!r} needs the named group (?P<{group}>...) in the regex")
-        return None
-    return FactSpec(name, fact_type, group)
-
-
-def _constant(kind: FactType, value: object) -> FactValue | None:
-    if kind == "bool":
-        return value if isinstance(value, bool) else None
-    if kind == "int":
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
-    if kind in ("float", "gb"):
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        return float(cast(float, value)) if ok else None
-    if kind == "list":
-        return (value,) if isinstance(value, str) else None
-    return value if isinstance(value, str) else None
-
-
-def _parse_samples(raw: object, bad: Any) -> tuple[tuple[Sample, ...], tuple[str, ...]]:
-    if not isinstance(raw, dict):
-        bad("`samples` with at least one `match` sample is required")
-        return (), ()
-    for key in sorted(set(map(str, raw)) - _SAMPLE_KEYS):
-        bad(f"samples: unknown key {key!r} (allowed: match, no_match)")
-    positives: list[Sample] = []
-    raw_match = raw.get("match")
-    if not isinstance(raw_match, list) or not raw_match:
-        bad("at least one positive sample (`samples.match`) is required")
-    else:
-        for n, item in enumerate(raw_match, 1):
-            if not isinstance(item, dict) or not isinstance(item.get("line"), str):
-                bad(f"positive sample {n} must be a mapping with `line` and `facts`")
-                continue
-            extra = sorted(set(map(str, item)) - {"line", "facts"})
-            facts = item.get("facts", {})
-            if extra or not isinstance(facts, dict):
-                bad(f"positive sample {n}: only `line` and a `facts` mapping are allowed")
-                continue
-            positives.append(Sample(item["line"], facts))
-    negatives: list[str] = []
-    raw_no = raw.get("no_match", [])
-    if not isinstance(raw_no, list) or not all(isinstance(x, str) for x in raw_no):
-        bad("`samples.no_match` must be a list of lines")
-    else:
-        negatives = list(raw_no)
-    return tuple(positives), tuple(negatives)
-
-
-def _match_line(rule: Rule, line: str) -> dict[str, FactValue] | None:
-    """The facts `rule` yields for a full line, through the same path as RuleSet.match."""
-    body, _ = split_prefix(line)
-    if rule.contains not in body:
-        return None
-    return rule.apply(body)
-
-
-def _shown(line: str) -> str:
-    return repr(line if len(line) <= _SAMPLE_SHOWN else line[:_SAMPLE_SHOWN] + "...")
-
-
-def _check_samples(rule: Rule, bad: Any) -> None:
-    for n, sample in enumerate(rule.samples, 1):
-        got = _match_line(rule, sample.line)
-        if got is None:
-            bad(
-                f"positive sample {n} does not match (is `contains` in the body and does the "
-                f"regex match after the prefix is stripped?): {_shown(sample.line)}"
-            )
-            continue
-        diff = _fact_diff(got, sample.facts)
-        if diff:
-            bad(
-                f"positive sample {n} yields wrong facts ({'; '.join(diff)}): {_shown(sample.line)}"
-            )
-    for n, line in enumerate(rule.no_match, 1):
-        if _match_line(rule, line) is not None:
-            bad(f"negative sample {n} matches this rule but must not: {_shown(line)}")
-
-
-def _fact_diff(got: Mapping[str, FactValue], expected: Mapping[str, Any]) -> list[str]:
-    diff: list[str] = []
-    for name in sorted(set(got) | set(map(str, expected))):
-        if name not in expected:
-            diff.append(f"{name}={got[name]!r} not listed")
-        elif name not in got:
-            diff.append(f"{name} expected {expected[name]!r} but not produced")
-        elif not _same(got[name], expected[name]):
-            diff.append(f"{name}={got[name]!r}, expected {expected[name]!r}")
-    return diff
-
-
-def _same(actual: FactValue, expected: object) -> bool:
-    """Type-strict equality; floats compare exactly as both sides parse `20.66`."""
-    if isinstance(actual, bool) or isinstance(expected, bool):
-        return isinstance(actual, bool) and isinstance(expected, bool) and actual is expected
-    if isinstance(actual, float):
-        return isinstance(expected, int | float) and float(expected) == actual
-    if isinstance(actual, int):
-        return isinstance(expected, int) and expected == actual
-    if isinstance(actual, tuple):
-        if isinstance(expected, str):
-            return actual == (expected,)
-        return isinstance(expected, list) and tuple(expected) == actual
-    return isinstance(expected, str) and expected == actual
-
-
-def _check_overlaps(rules: list[Rule], problems: list[str]) -> None:
-    """A positive sample of one rule must not silently match another rule too.
-
-    Goes through RuleSet.match, so the pre-filters are checked against every sample as well.
-    """
-    ids = {rule.id for rule in rules}
-    for rule in rules:
-        for other_id in sorted(rule.also_matches - ids):
-            problems.append(
-                f"{rule.source}:{rule.id}: also_matches names unknown rule {other_id!r}"
-            )
-    rule_set = RuleSet(tuple(rules))
-    lines_of = {rule.id: {sample.line for sample in rule.samples} for rule in rules}
-    for rule in rules:
-        for n, sample in enumerate(rule.samples, 1):
-            matched = [m.rule_id for m in rule_set.match(sample.line)]
-            if rule.id not in matched:
-                problems.append(
-                    f"{rule.source}:{rule.id}: positive sample {n} is missed by the rule set's "
-                    f"pre-filter (please report this bug): {_shown(sample.line)}"
-                )
-            for other_id in matched:
-                if (
-                    other_id != rule.id
-                    and other_id not in rule.also_matches
-                    and sample.line not in lines_of[other_id]
-                ):
-                    problems.append(
-                        f"{rule.source}:{rule.id}: positive sample {n} also matches rule "
-                        f"{other_id!r}; tighten one regex, add the line to {other_id}'s samples "
-                        f"or list {other_id} in also_matches: {_shown(sample.line)}"
-                    )
+        return getattr(rule_files, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

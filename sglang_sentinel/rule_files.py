@@ -1,0 +1,414 @@
+"""Rule files: find, read and validate the YAML rule files and build a `RuleSet` from them.
+
+A rule file (`rules/*.yaml`, schema in docs/architecture.md) holds rules with a required literal
+(`contains`), a regex applied to the line body, typed facts and sample lines. Everything is
+validated up front, samples included, and every problem is reported at once as
+`file:rule_id: message`; a `RuleSet` is only ever built from rules that passed.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Hashable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final, cast
+
+import yaml
+
+from sglang_sentinel.errors import RuleError
+from sglang_sentinel.model import FactValue
+from sglang_sentinel.rule_shapes import split_prefix
+from sglang_sentinel.rules import (
+    FACT_TYPES,
+    SCOPES,
+    FactSpec,
+    FactType,
+    Rule,
+    RuleSet,
+    Sample,
+    Scope,
+)
+
+# The lead's policy file lives beside the rule files but is not a rule file.
+POLICY_FILE: Final = "policy.yaml"
+
+_RULE_KEYS: Final = frozenset(
+    {"id", "description", "contains", "regex", "scope", "facts", "samples", "also_matches"}
+)
+_TOP_KEYS: Final = frozenset({"version", "rules"})
+_FACT_KEYS: Final = frozenset({"type", "group", "value"})
+_SAMPLE_KEYS: Final = frozenset({"match", "no_match"})
+_ID_RE: Final = re.compile(r"[a-z][a-z0-9_]*\Z")
+_SAMPLE_SHOWN = 90  # characters of a sample line quoted in a problem message
+
+
+def default_rules_dir() -> Path:
+    """The bundled rule pack: `rules/` of a checkout or editable install, else the installed copy."""
+    checkout = Path(__file__).resolve().parent.parent / "rules"
+    if checkout.is_dir():
+        return checkout
+    return Path(sys.prefix) / "share" / "sglang-sentinel" / "rules"
+
+
+def load_rules(dirs: Sequence[Path]) -> RuleSet:
+    """Load and validate every `*.yaml` rule file in `dirs`; raise RuleError listing every problem."""
+    rules, problems = _load(dirs)
+    if problems:
+        raise RuleError(problems)
+    return RuleSet(tuple(rules))
+
+
+def check_rules(dirs: Sequence[Path]) -> list[str]:
+    """Every problem in the rule files of `dirs` as `file:rule_id: message`; empty when all is fine."""
+    return _load(dirs)[1]
+
+
+# --- loading -------------------------------------------------------------------------------
+
+
+# libyaml's parser when PyYAML has it: the pure-Python one is most of a short scan's rule load.
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _StrictLoader(_SafeLoader):  # type: ignore[valid-type,misc]
+    """A safe loader that rejects duplicate mapping keys, which PyYAML would silently collapse."""
+
+
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[Hashable] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if isinstance(key, Hashable):
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r}",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+    return loader.construct_mapping(node, deep=True)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _load(dirs: Sequence[Path]) -> tuple[list[Rule], list[str]]:
+    problems: list[str] = []
+    merged: dict[str, Rule] = {}  # a later file's rule replaces an earlier one with the same id
+    for directory in dirs:
+        if not directory.is_dir():
+            problems.append(f"{directory}:-: rules directory does not exist or is not a directory")
+            continue
+        files = sorted(
+            (p for p in directory.glob("*.yaml") if p.name != POLICY_FILE and p.is_file()),
+            key=lambda p: p.name,
+        )
+        for path in files:
+            for rule in _load_file(path, problems):
+                merged[rule.id] = rule
+    rules = list(merged.values())
+    _check_overlaps(rules, problems)
+    return rules, problems
+
+
+def _load_file(path: Path, problems: list[str]) -> list[Rule]:
+    where = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        problems.append(f"{where}:-: cannot read rule file: {exc}")
+        return []
+    try:
+        document = yaml.load(text, Loader=_StrictLoader)  # a (C)SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problems.append(f"{where}:-: invalid YAML{at}: {exc.problem}")
+        return []
+    except (yaml.YAMLError, RecursionError) as exc:
+        problems.append(f"{where}:-: invalid YAML: {exc}")
+        return []
+    if not isinstance(document, dict):
+        problems.append(f"{where}:-: top level must be a mapping with `version: 1` and `rules:`")
+        return []
+    for key in sorted(set(map(str, document)) - _TOP_KEYS):
+        problems.append(f"{where}:-: unknown top-level key {key!r} (allowed: version, rules)")
+    version = document.get("version")
+    if version != 1 or isinstance(version, bool):
+        problems.append(f"{where}:-: `version` must be 1, found {version!r}")
+    entries = document.get("rules")
+    if not isinstance(entries, list):
+        problems.append(f"{where}:-: `rules` must be a list of rules")
+        return []
+    rules: list[Rule] = []
+    seen: set[str] = set()
+    for index, entry in enumerate(entries):
+        rule = _parse_rule(where, index, entry, seen, problems)
+        if rule is not None:
+            rules.append(rule)
+    return rules
+
+
+def _parse_rule(
+    where: str, index: int, entry: object, seen: set[str], problems: list[str]
+) -> Rule | None:
+    if not isinstance(entry, dict):
+        problems.append(f"{where}:-: rules[{index}] must be a mapping")
+        return None
+    rule_id = entry.get("id")
+    label = rule_id if isinstance(rule_id, str) and rule_id else "-"
+    before = len(problems)
+
+    def bad(message: str) -> None:
+        problems.append(f"{where}:{label}: {message}")
+
+    if label == "-":
+        bad(f"rules[{index}] has no `id`")
+    elif not _ID_RE.match(label):
+        bad("id must match [a-z][a-z0-9_]*")
+    elif label in seen:
+        bad("duplicate rule id in this file")
+    seen.add(label)
+    for key in sorted(set(map(str, entry)) - _RULE_KEYS):
+        bad(f"unknown key {key!r} (allowed: {', '.join(sorted(_RULE_KEYS))})")
+
+    description = entry.get("description", "")
+    if not isinstance(description, str):
+        bad("`description` must be a string")
+    contains = entry.get("contains")
+    if not isinstance(contains, str) or not contains:
+        bad("`contains` must be a non-empty literal string")
+    regex = _compile(entry.get("regex"), bad)
+    scope = entry.get("scope", "startup")
+    if scope not in SCOPES:
+        bad(f"`scope` must be startup or runtime, found {scope!r}")
+    facts = _parse_facts(entry.get("facts", {}), regex, bad)
+    samples, no_match = _parse_samples(entry.get("samples"), bad)
+    also = entry.get("also_matches", [])
+    if not isinstance(also, list) or not all(isinstance(a, str) for a in also):
+        bad("`also_matches` must be a list of rule ids")
+        also = []
+
+    if len(problems) > before or regex is None or facts is None:
+        return None
+    rule = Rule(
+        id=label,
+        contains=cast(str, contains),
+        regex=regex,
+        facts=facts,
+        scope=cast(Scope, scope),
+        description=cast(str, description),
+        samples=samples,
+        no_match=no_match,
+        also_matches=frozenset(also),
+        source=where,
+    )
+    _check_samples(rule, bad)
+    return rule if len(problems) == before else None
+
+
+def _compile(pattern: object, bad: Any) -> re.Pattern[str] | None:
+    if not isinstance(pattern, str) or not pattern:
+        bad("`regex` must be a non-empty string")
+        return None
+    try:
+        return re.compile(pattern)
+    except (re.error, OverflowError, RecursionError) as exc:
+        bad(f"regex does not compile: {exc}")
+        return None
+
+
+def _parse_facts(
+    raw: object, regex: re.Pattern[str] | None, bad: Any
+) -> tuple[FactSpec, ...] | None:
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        bad("`facts` must be a mapping of fact name to type")
+        return None
+    specs: list[FactSpec] = []
+    ok = True
+    for name, definition in raw.items():
+        if not isinstance(name, str) or not _ID_RE.match(name):
+            bad(f"fact name {name!r} must match [a-z][a-z0-9_]*")
+            ok = False
+            continue
+        spec = _parse_fact(name, definition, regex, bad)
+        if spec is None:
+            ok = False
+        else:
+            specs.append(spec)
+    return tuple(specs) if ok else None
+
+
+def _parse_fact(
+    name: str, definition: object, regex: re.Pattern[str] | None, bad: Any
+) -> FactSpec | None:
+    if isinstance(definition, str):
+        definition = {"type": definition}
+    if not isinstance(definition, dict):
+        bad(f"fact {name!r} must be a type name or a mapping with `type`")
+        return None
+    unknown = sorted(set(map(str, definition)) - _FACT_KEYS)
+    if unknown:
+        bad(f"fact {name!r} has unknown keys {unknown} (allowed: type, group, value)")
+        return None
+    kind = definition.get("type")
+    if kind not in FACT_TYPES:
+        bad(f"fact {name!r} has invalid type {kind!r} (one of {', '.join(sorted(FACT_TYPES))})")
+        return None
+    fact_type = cast(FactType, kind)
+    if "value" in definition:
+        if "group" in definition:
+            bad(f"fact {name!r} has both `group` and `value`; a constant takes no group")
+            return None
+        constant = _constant(fact_type, definition["value"])
+        if constant is None:
+            bad(f"fact {name!r}: constant {definition['value']!r} is not a valid {kind}")
+            return None
+        return FactSpec(name, fact_type, None, constant)
+    group = definition.get("group", name)
+    if not isinstance(group, str):
+        bad(f"fact {name!r}: `group` must be a group name")
+        return None
+    if regex is not None and group not in regex.groupindex:
+        bad(f"fact {name!r} needs the named group (?P<{group}>...) in the regex")
+        return None
+    return FactSpec(name, fact_type, group)
+
+
+def _constant(kind: FactType, value: object) -> FactValue | None:
+    if kind == "bool":
+        return value if isinstance(value, bool) else None
+    if kind == "int":
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    if kind in ("float", "gb"):
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        return float(cast(float, value)) if ok else None
+    if kind == "list":
+        return (value,) if isinstance(value, str) else None
+    return value if isinstance(value, str) else None
+
+
+def _parse_samples(raw: object, bad: Any) -> tuple[tuple[Sample, ...], tuple[str, ...]]:
+    if not isinstance(raw, dict):
+        bad("`samples` with at least one `match` sample is required")
+        return (), ()
+    for key in sorted(set(map(str, raw)) - _SAMPLE_KEYS):
+        bad(f"samples: unknown key {key!r} (allowed: match, no_match)")
+    positives: list[Sample] = []
+    raw_match = raw.get("match")
+    if not isinstance(raw_match, list) or not raw_match:
+        bad("at least one positive sample (`samples.match`) is required")
+    else:
+        for n, item in enumerate(raw_match, 1):
+            if not isinstance(item, dict) or not isinstance(item.get("line"), str):
+                bad(f"positive sample {n} must be a mapping with `line` and `facts`")
+                continue
+            extra = sorted(set(map(str, item)) - {"line", "facts"})
+            facts = item.get("facts", {})
+            if extra or not isinstance(facts, dict):
+                bad(f"positive sample {n}: only `line` and a `facts` mapping are allowed")
+                continue
+            positives.append(Sample(item["line"], facts))
+    negatives: list[str] = []
+    raw_no = raw.get("no_match", [])
+    if not isinstance(raw_no, list) or not all(isinstance(x, str) for x in raw_no):
+        bad("`samples.no_match` must be a list of lines")
+    else:
+        negatives = list(raw_no)
+    return tuple(positives), tuple(negatives)
+
+
+def _match_line(rule: Rule, line: str) -> dict[str, FactValue] | None:
+    """The facts `rule` yields for a full line, through the same path as RuleSet.match."""
+    body, _ = split_prefix(line)
+    if rule.contains not in body:
+        return None
+    return rule.apply(body)
+
+
+def _shown(line: str) -> str:
+    return repr(line if len(line) <= _SAMPLE_SHOWN else line[:_SAMPLE_SHOWN] + "...")
+
+
+def _check_samples(rule: Rule, bad: Any) -> None:
+    for n, sample in enumerate(rule.samples, 1):
+        got = _match_line(rule, sample.line)
+        if got is None:
+            bad(
+                f"positive sample {n} does not match (is `contains` in the body and does the "
+                f"regex match after the prefix is stripped?): {_shown(sample.line)}"
+            )
+            continue
+        diff = _fact_diff(got, sample.facts)
+        if diff:
+            bad(
+                f"positive sample {n} yields wrong facts ({'; '.join(diff)}): {_shown(sample.line)}"
+            )
+    for n, line in enumerate(rule.no_match, 1):
+        if _match_line(rule, line) is not None:
+            bad(f"negative sample {n} matches this rule but must not: {_shown(line)}")
+
+
+def _fact_diff(got: Mapping[str, FactValue], expected: Mapping[str, Any]) -> list[str]:
+    diff: list[str] = []
+    for name in sorted(set(got) | set(map(str, expected))):
+        if name not in expected:
+            diff.append(f"{name}={got[name]!r} not listed")
+        elif name not in got:
+            diff.append(f"{name} expected {expected[name]!r} but not produced")
+        elif not _same(got[name], expected[name]):
+            diff.append(f"{name}={got[name]!r}, expected {expected[name]!r}")
+    return diff
+
+
+def _same(actual: FactValue, expected: object) -> bool:
+    """Type-strict equality; floats compare exactly as both sides parse `20.66`."""
+    if isinstance(actual, bool) or isinstance(expected, bool):
+        return isinstance(actual, bool) and isinstance(expected, bool) and actual is expected
+    if isinstance(actual, float):
+        return isinstance(expected, int | float) and float(expected) == actual
+    if isinstance(actual, int):
+        return isinstance(expected, int) and expected == actual
+    if isinstance(actual, tuple):
+        if isinstance(expected, str):
+            return actual == (expected,)
+        return isinstance(expected, list) and tuple(expected) == actual
+    return isinstance(expected, str) and expected == actual
+
+
+def _check_overlaps(rules: list[Rule], problems: list[str]) -> None:
+    """A positive sample of one rule must not silently match another rule too.
+
+    Goes through RuleSet.match, so the pre-filters are checked against every sample as well.
+    """
+    ids = {rule.id for rule in rules}
+    for rule in rules:
+        for other_id in sorted(rule.also_matches - ids):
+            problems.append(
+                f"{rule.source}:{rule.id}: also_matches names unknown rule {other_id!r}"
+            )
+    rule_set = RuleSet(tuple(rules))
+    lines_of = {rule.id: {sample.line for sample in rule.samples} for rule in rules}
+    for rule in rules:
+        for n, sample in enumerate(rule.samples, 1):
+            matched = [m.rule_id for m in rule_set.match(sample.line)]
+            if rule.id not in matched:
+                problems.append(
+                    f"{rule.source}:{rule.id}: positive sample {n} is missed by the rule set's "
+                    f"pre-filter (please report this bug): {_shown(sample.line)}"
+                )
+            for other_id in matched:
+                if (
+                    other_id != rule.id
+                    and other_id not in rule.also_matches
+                    and sample.line not in lines_of[other_id]
+                ):
+                    problems.append(
+                        f"{rule.source}:{rule.id}: positive sample {n} also matches rule "
+                        f"{other_id!r}; tighten one regex, add the line to {other_id}'s samples "
+                        f"or list {other_id} in also_matches: {_shown(sample.line)}"
+                    )
