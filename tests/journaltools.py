@@ -464,6 +464,24 @@ class StartupScript:
         return write_export(self._entries, path)
 
 
+def ready_startup(start: str, max_running_requests: int) -> StartupScript:
+    """A minimal ready startup: PID 1's Started line, the TP0 summary line, ready.
+
+    All such startups share one boot (2026-01-01), so their monotonic times agree with realtime
+    across journal files, as they would on a real host.
+    """
+    s = StartupScript(start=start, boot_at="2026-01-01 00:00:00")
+    s.started(start)
+    day = start[:10]
+    s.line(
+        f"[{day} 10:00:50 TP0] max_total_num_tokens=1000, chunked_prefill_size=8192, "
+        f"max_prefill_tokens=16384, max_running_requests={max_running_requests}, "
+        "context_len=4096, available_gpu_mem=10.00 GB"
+    )
+    s.line(f"[{day} 10:00:55] The server is fired up and ready to roll!")
+    return s
+
+
 # --- a live journald -------------------------------------------------------------------------
 
 _instances = itertools.count()

@@ -8,24 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from journaltools import StartupScript, build_journal, write_export
+from journaltools import build_journal, ready_startup, write_export
 from sentinelproc import Sentinels, wait_until
 
 UNIT = "sglang-qwen.service"
-
-
-def startup(start: str, mrr: int) -> StartupScript:
-    # One boot for every startup, so monotonic times agree with realtime across files.
-    s = StartupScript(start=start, boot_at="2026-01-01 00:00:00")
-    s.started(start)
-    day = start[:10]
-    s.line(
-        f"[{day} 10:00:50 TP0] max_total_num_tokens=1000, chunked_prefill_size=8192, "
-        f"max_prefill_tokens=16384, max_running_requests={mrr}, context_len=4096, "
-        "available_gpu_mem=10.00 GB"
-    )
-    s.line(f"[{day} 10:00:55] The server is fired up and ready to roll!")
-    return s
 
 
 def cpu_seconds(pid: int) -> float:
@@ -44,7 +30,7 @@ def test_new_journal_files_are_picked_up_without_spinning(
     sentinels: Sentinels, tmp_path: Path
 ) -> None:
     journal = tmp_path / "journal"
-    first = startup("2026-03-01 10:00:00", 48)
+    first = ready_startup("2026-03-01 10:00:00", 48)
     build_journal(write_export(first.entries(), tmp_path / "a.export"), journal, "a")
     sentinel = sentinels.start("--journal-dir", str(journal), state=tmp_path / "state")
     wait_until(
@@ -53,7 +39,7 @@ def test_new_journal_files_are_picked_up_without_spinning(
         "the first startup on /metrics",
     )
     # A rotated-in file: the directory gains a journal file while the daemon waits on it.
-    second = startup("2026-03-02 10:00:00", 26)
+    second = ready_startup("2026-03-02 10:00:00", 26)
     build_journal(write_export(second.entries(), tmp_path / "b.export"), journal, "b")
     body = wait_until(
         sentinel.scrape_with(f'sglang_sentinel_max_running_requests{{unit="{UNIT}"}} 26.0'),

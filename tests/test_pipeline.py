@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from journaltools import StartupScript, build_journal, write_export
+from journaltools import build_journal, ready_startup, write_export
 
 from sglang_sentinel.config import Config, JournalConfig
 from sglang_sentinel.journal import JournalSource
@@ -13,20 +13,6 @@ from sglang_sentinel.pipeline import Pipeline, _cursor_time, load_rules_and_poli
 from sglang_sentinel.state import StateStore
 
 UNIT = "sglang-qwen.service"
-
-
-def startup(start: str, mrr: int) -> StartupScript:
-    # One boot for every startup, so monotonic times agree with realtime across files.
-    s = StartupScript(start=start, boot_at="2026-01-01 00:00:00")
-    s.started(start)
-    day = start[:10]
-    s.line(
-        f"[{day} 10:00:50 TP0] max_total_num_tokens=1000, chunked_prefill_size=8192, "
-        f"max_prefill_tokens=16384, max_running_requests={mrr}, context_len=4096, "
-        "available_gpu_mem=10.00 GB"
-    )
-    s.line(f"[{day} 10:00:55] The server is fired up and ready to roll!")
-    return s
 
 
 def pipeline_for(journal: Path, state: Path) -> Pipeline:
@@ -44,8 +30,8 @@ def drain(p: Pipeline) -> None:
 
 
 def test_resume_after_a_vacuumed_cursor_counts_a_reset_and_loses_nothing(tmp_path: Path) -> None:
-    old = startup("2026-03-01 10:00:00", 48)
-    new = startup("2026-03-02 10:00:00", 26)
+    old = ready_startup("2026-03-01 10:00:00", 48)
+    new = ready_startup("2026-03-02 10:00:00", 26)
     journal = tmp_path / "j"
     build_journal(write_export(old.entries(), tmp_path / "old.export"), journal, "old")
     build_journal(write_export(new.entries(), tmp_path / "new.export"), journal, "new")
@@ -68,7 +54,7 @@ def test_resume_after_a_vacuumed_cursor_counts_a_reset_and_loses_nothing(tmp_pat
 
 
 def test_resume_from_an_intact_cursor_reads_only_what_is_new(tmp_path: Path) -> None:
-    a, b = startup("2026-03-01 10:00:00", 48), startup("2026-03-02 10:00:00", 26)
+    a, b = ready_startup("2026-03-01 10:00:00", 48), ready_startup("2026-03-02 10:00:00", 26)
     journal = build_journal(
         write_export(a.entries() + b.entries(), tmp_path / "x.export"), tmp_path / "j"
     )
@@ -88,8 +74,8 @@ def test_resume_from_an_intact_cursor_reads_only_what_is_new(tmp_path: Path) -> 
 
 def test_max_replay_age_skips_old_history(tmp_path: Path) -> None:
     recent_day = time.strftime("%Y-%m-%d", time.gmtime(time.time() - 3600))
-    old = startup("2026-03-01 10:00:00", 48)
-    recent = startup(f"{recent_day} 10:00:00", 26)
+    old = ready_startup("2026-03-01 10:00:00", 48)
+    recent = ready_startup(f"{recent_day} 10:00:00", 26)
     entries = old.entries() + recent.entries()
     journal = build_journal(write_export(entries, tmp_path / "x.export"), tmp_path / "j")
     p = pipeline_for(journal, tmp_path / "s")
