@@ -44,7 +44,6 @@ class JournalSource:
         self.files = tuple(files)
         self._reader: Any = None
         self._last_invocation: dict[str, str] = {}
-        self._positioned = False
         self.last_realtime_us: int | None = None
 
     # -- opening and positioning ---------------------------------------------------------------
