@@ -13,18 +13,13 @@ import sys
 
 from systemd import journal
 
-_COREDUMP_MESSAGE_ID = "fc2e22bc6ee647b6b90729ab34a250b1"
+from sglang_sentinel.journal import add_unit_matches
 
 
 def read_floor(directory: str, unit: str) -> int:
     reader = journal.Reader(path=directory)
     reader.data_threshold = 0
-    reader.add_match(_SYSTEMD_UNIT=unit)
-    reader.add_disjunction()
-    reader.add_match(_PID="1", UNIT=unit)
-    reader.add_disjunction()
-    reader.add_match(MESSAGE_ID=_COREDUMP_MESSAGE_ID, _UID="0", COREDUMP_UNIT=unit)
-    reader.add_disjunction()
+    add_unit_matches(reader, [unit])
     reader.seek_head()
     next_ = reader._next
     get = reader._get

@@ -67,14 +67,7 @@ class JournalSource:
             raise JournalError(f"cannot open {where}: {exc.strerror or exc}") from exc
         # Long server_args lines must arrive whole; 0 lifts libsystemd's 64 KiB truncation.
         reader.data_threshold = 0
-        for unit in self.units:
-            # journalctl -u: the unit's own lines, PID 1's lines about it, its coredumps.
-            reader.add_match(_SYSTEMD_UNIT=unit)
-            reader.add_disjunction()
-            reader.add_match(_PID="1", UNIT=unit)
-            reader.add_disjunction()
-            reader.add_match(MESSAGE_ID=_COREDUMP_MESSAGE_ID, _UID="0", COREDUMP_UNIT=unit)
-            reader.add_disjunction()
+        add_unit_matches(reader, self.units)
         # Ask for the fd now: libsystemd sets up its inotify watches lazily on the first
         # get_fd(), and files created before that would go unnoticed (see systemd#40788).
         reader.fileno()
@@ -247,6 +240,18 @@ class JournalSource:
         if self._reader is not None:
             self._reader.close()
             self._reader = None
+
+
+def add_unit_matches(reader: Any, units: Sequence[str]) -> None:
+    """Select what `journalctl -u UNIT` selects: the unit's own lines, PID 1's lines about it,
+    and its coredumps (systemd's add_matches_for_unit)."""
+    for unit in units:
+        reader.add_match(_SYSTEMD_UNIT=unit)
+        reader.add_disjunction()
+        reader.add_match(_PID="1", UNIT=unit)
+        reader.add_disjunction()
+        reader.add_match(MESSAGE_ID=_COREDUMP_MESSAGE_ID, _UID="0", COREDUMP_UNIT=unit)
+        reader.add_disjunction()
 
 
 def _first(get: Any, fields: tuple[str, ...]) -> str | None:
