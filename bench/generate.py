@@ -297,19 +297,25 @@ def _service_header(unit: str, inv: str, pid: int, comm: str, exe: str, cmdline:
     )
 
 
+# The trusted fields journald attaches to every line PID 1 writes.
+_PID1_IDENTITY = {
+    "_BOOT_ID": BOOT_ID,
+    "_MACHINE_ID": MACHINE_ID,
+    "_HOSTNAME": HOSTNAME,
+    "_PID": "1",
+    "_UID": "0",
+    "_GID": "0",
+    "_COMM": "systemd",
+    "_EXE": "/usr/lib/systemd/systemd",
+    "_CMDLINE": "/sbin/init",
+    "_SYSTEMD_CGROUP": "/init.scope",
+    "_SYSTEMD_UNIT": "init.scope",
+}
+
+
 def _pid1_header(unit: str, inv: str, message_id: str) -> bytes:
     return _fields(
-        _BOOT_ID=BOOT_ID,
-        _MACHINE_ID=MACHINE_ID,
-        _HOSTNAME=HOSTNAME,
-        _PID="1",
-        _UID="0",
-        _GID="0",
-        _COMM="systemd",
-        _EXE="/usr/lib/systemd/systemd",
-        _CMDLINE="/sbin/init",
-        _SYSTEMD_CGROUP="/init.scope",
-        _SYSTEMD_UNIT="init.scope",
+        **_PID1_IDENTITY,
         _SYSTEMD_SLICE="-.slice",
         _TRANSPORT="journal",
         SYSLOG_FACILITY="3",
@@ -387,17 +393,7 @@ class _Others:
             (
                 "pid1",
                 _fields(
-                    _BOOT_ID=BOOT_ID,
-                    _MACHINE_ID=MACHINE_ID,
-                    _HOSTNAME=HOSTNAME,
-                    _PID="1",
-                    _UID="0",
-                    _GID="0",
-                    _COMM="systemd",
-                    _EXE="/usr/lib/systemd/systemd",
-                    _CMDLINE="/sbin/init",
-                    _SYSTEMD_CGROUP="/init.scope",
-                    _SYSTEMD_UNIT="init.scope",
+                    **_PID1_IDENTITY,
                     _TRANSPORT="journal",
                     SYSLOG_IDENTIFIER="systemd",
                     UNIT="session-42.scope",
