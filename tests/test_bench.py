@@ -4,6 +4,7 @@ finds the same facts as the sentinel (else `make bench` would compare tools doin
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -20,8 +21,10 @@ from sglang_sentinel.state import StateStore  # noqa: E402
 
 N = 6000
 
+# Outside CI a missing tool skips; in CI (bootstrap installs both) it must fail instead.
 pytestmark = pytest.mark.skipif(
-    not generate.JOURNAL_REMOTE.exists(), reason="systemd-journal-remote is not installed"
+    not generate.JOURNAL_REMOTE.exists() and not os.environ.get("CI"),
+    reason="systemd-journal-remote is not installed",
 )
 
 
@@ -71,7 +74,7 @@ def test_mtail_program_finds_what_the_sentinel_finds(
     tmp_path: Path,  # type: ignore[type-arg]
 ) -> None:
     """max_running_requests, KV tokens, PCG, MoE configs and throughput agree with sentinel scan."""
-    if shutil.which("mtail") is None:
+    if shutil.which("mtail") is None and not os.environ.get("CI"):
         pytest.skip("mtail is not installed (apt-get install mtail)")
     journal, manifest = small_journal
     state = tmp_path / "state"

@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from journaltools import read_fixture_log, seed_fixture_dir
 
 from sglang_sentinel.errors import RuleError
 from sglang_sentinel.model import Rank, RuleMatch
@@ -20,7 +21,6 @@ from sglang_sentinel.rules import (
 )
 
 # shared/ lies beside the checkout, on a developer machine and in CI alike.
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "seed-flag-change"
 MOE_UP = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json"
 MOE_DOWN = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition_down.json"
 TS = "[2026-03-09 21:34:27 TP0] "
@@ -32,15 +32,8 @@ def pack() -> RuleSet:
 
 
 def fixture_lines(name: str) -> list[str]:
-    """The journal messages of a fixture .log, with the escaped CR/ESC bytes made real."""
-    path = FIXTURES / name
-    if not path.is_file():
-        pytest.skip(f"fixture {path} not available")
-    lines = []
-    for raw in path.read_text(encoding="utf-8").splitlines():
-        line = raw.replace("\\r", "\r").replace("\\x1b", "\x1b")
-        lines.append(re.sub(r"^@\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} ", "", line))
-    return lines
+    """The journal messages of a seed fixture .log, with the escaped CR/ESC bytes made real."""
+    return [raw.decode("utf-8") for _, raw in read_fixture_log(seed_fixture_dir() / name)]
 
 
 def all_matches(rule_set: RuleSet, lines: list[str]) -> list[RuleMatch]:
