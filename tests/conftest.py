@@ -31,11 +31,6 @@ def require_root() -> None:
 
 
 @pytest.fixture
-def shared_dir() -> Path:
-    return journaltools.shared_dir()
-
-
-@pytest.fixture
 def seed_journal_dir(tmp_path: Path) -> Path:
     """A real journal directory built from the seed-flag-change fixture."""
     return journaltools.seed_journal(tmp_path)

@@ -147,23 +147,17 @@ def build_journal(
     return directory
 
 
-# --- the shared fixtures ---------------------------------------------------------------------
+# --- the vendored fixtures -------------------------------------------------------------------
 
-
-def shared_dir() -> Path:
-    """The shared/ folder beside the repository, else $SENTINEL_SHARED_DIR."""
-    candidates = [Path(__file__).resolve().parents[2] / "shared"]
-    if env := os.environ.get("SENTINEL_SHARED_DIR"):
-        candidates.append(Path(env))
-    for candidate in candidates:
-        if (candidate / "fixtures").is_dir():
-            return candidate
-    tried = ", ".join(str(c) for c in candidates)
-    raise JournalToolError(f"shared fixtures not found (tried {tried}); set SENTINEL_SHARED_DIR")
+FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures"
 
 
 def seed_fixture_dir() -> Path:
-    return shared_dir() / "fixtures" / "seed-flag-change"
+    """The seed-flag-change fixture, vendored in the repository (tests read nothing outside it)."""
+    path = FIXTURES_DIR / "seed-flag-change"
+    if not (path / "journal.export").is_file():
+        raise JournalToolError(f"vendored fixture missing: {path}")
+    return path
 
 
 def seed_journal(tmp_path: Path) -> Path:

@@ -19,7 +19,7 @@ from sglang_sentinel.redact import (
     scrub_text,
 )
 
-FIXTURES = Path("/work/shared/fixtures/seed-flag-change")
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "seed-flag-change"
 SECRET = "sk-EXAMPLE-not-a-real-key"
 # The only genuine secrets among the fields of the two fixture server_args lines (0.5.9, 0.5.10rc0).
 REAL_SECRET_FIELDS = {"api_key", "admin_api_key", "ssl_keyfile_password"}

@@ -20,7 +20,6 @@ from sglang_sentinel.rules import (
     split_prefix,
 )
 
-# shared/ lies beside the checkout, on a developer machine and in CI alike.
 MOE_UP = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json"
 MOE_DOWN = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition_down.json"
 TS = "[2026-03-09 21:34:27 TP0] "

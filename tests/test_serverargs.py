@@ -18,7 +18,7 @@ from sglang_sentinel.serverargs import (
     parse_server_args,
 )
 
-FIXTURES = Path("/work/shared/fixtures/seed-flag-change")
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "seed-flag-change"
 SECRET = "sk-EXAMPLE-not-a-real-key"
 
 # A 0.5.23-style line: a dict repr with the resolved CUDA-graph settings nested.
