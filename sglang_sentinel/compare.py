@@ -15,6 +15,7 @@ import yaml
 
 from .errors import ConfigError
 from .model import Comparison, FactValue, Finding, Severity, StartupRecord
+from .runtime_checks import RUNTIME_CHECKS, RUNTIME_KEYS, decode_result, runtime_findings
 from .serverargs import diff_server_args
 
 CHECKS = (
@@ -25,6 +26,7 @@ CHECKS = (
     "moe_config_missing",
     "startup_failed",
     "fact_missing",
+    *RUNTIME_CHECKS,
 )
 _DROP_CHECKS = {
     "max_running_requests_drop": ("max_running_requests", "max_running_requests"),
@@ -39,6 +41,7 @@ _KEYS = {
     "max_running_requests_drop": {"warning_drop_percent", "critical_drop_percent", "enabled"},
     "kv_cache_tokens_drop": {"warning_drop_percent", "critical_drop_percent", "enabled"},
     "fact_missing": {"severity", "facts", "enabled"},
+    **RUNTIME_KEYS,
 }
 # server_args fields, per version, that say whether a CUDA-graph feature is off.
 _SWITCH_FIELDS = {
@@ -123,6 +126,10 @@ def _validate_policy(checks: Mapping[str, Mapping[str, Any]], where: str) -> lis
                 isinstance(value, list) and all(isinstance(v, str) for v in value)
             ):
                 problems.append(f"{path}: must be a list of fact names")
+            elif key in ("warmup_seconds", "slower_seconds", "min_samples") and (
+                not isinstance(value, int | float) or isinstance(value, bool) or value < 0
+            ):
+                problems.append(f"{path}: must be a number >= 0; got {value!r}")
             elif key == "enabled" and not isinstance(value, bool):
                 problems.append(f"{path}: must be true or false; got {value!r}")
     return problems
@@ -151,8 +158,11 @@ def compare(
                 evidence=evidence,
             )
         )
+    decode = decode_result(record, baseline if baseline is not record else None, policy)
     if record.outcome != "ready" or baseline is None or baseline is record:
-        return Comparison(record, baseline, kind if baseline else None, tuple(findings))
+        return Comparison(
+            record, baseline, kind if baseline else None, tuple(findings), decode=decode
+        )
     for check, (fact, label) in _DROP_CHECKS.items():
         f = _drop_finding(check, fact, label, record, baseline, policy, evidence)
         if f:
@@ -167,7 +177,8 @@ def compare(
     f = _missing_finding(record, baseline, policy)
     if f:
         findings.append(f)
-    return Comparison(record, baseline, kind, tuple(findings))
+    findings.extend(runtime_findings(record, baseline, policy, evidence, decode))
+    return Comparison(record, baseline, kind, tuple(findings), decode=decode)
 
 
 def _drop_finding(

@@ -21,6 +21,7 @@ from prometheus_client.registry import Collector
 
 from . import __version__
 from .compare import CHECKS, Policy
+from .decode_metrics import decode_metrics
 from .model import Comparison, FactValue, StartupRecord, Stats
 
 PREFIX = "sglang_sentinel_"
@@ -132,6 +133,7 @@ class SentinelCollector(Collector):
             views = list(self._views())
             pinned = self._pinned()
         yield from self._startup_metrics(views, pinned)
+        yield from decode_metrics(views)
         yield from self._self_metrics()
 
     def _startup_metrics(self, views: Sequence[UnitView], pinned: set[str]) -> Iterator[Metric]:

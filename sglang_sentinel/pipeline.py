@@ -15,6 +15,7 @@ from .config import Config
 from .journal import JournalSource
 from .model import Comparison, RuleMatch, StartupRecord, Stats
 from .rules import RuleSet, default_rules_dir, load_rules
+from .runtime_checks import decode_settings
 from .startups import StartupTracker
 from .state import StateStore
 
@@ -112,6 +113,8 @@ class Pipeline:
 
     def process(self, limit: int | None = None) -> int:
         """Feed the entries available now (at most `limit`); returns how many were read."""
+        # The policy may have been reloaded (SIGHUP); decode warm-up is the one part the tracker uses.
+        self.tracker.decode_warmup_seconds = decode_settings(self.policy).warmup_seconds
         # Most lines come as raw bytes (a line of the invocation just seen); see JournalSource.lines.
         n = self.tracker.feed_lines(self.source.lines(limit), self.source.realtime_us)
         if n and self.source.last_realtime_us is not None:
