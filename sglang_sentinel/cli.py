@@ -170,7 +170,8 @@ def _source(config: Config) -> JournalSource:
 
 
 def _emit_json(doc: Any) -> None:
-    sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    # allow_nan=False: the contract is strict JSON; a NaN reaching here is a bug, not output.
+    sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
 
 
 _REL = re.compile(r"^-?([0-9]{1,12})\s*([smhd])(?:\s+ago)?$")
@@ -357,16 +358,20 @@ def cmd_check(args: argparse.Namespace) -> int:
     while True:
         results = _check_once(config, units, policy)
         pending = any(c.record.outcome == "starting" for c in results)
-        if not pending or time.monotonic() >= deadline:
+        # A finding (a stalled startup, a failed one next to it) is a verdict already.
+        failing = any(
+            SEVERITY_ORDER[f.severity] >= SEVERITY_ORDER["warning"]
+            for c in results
+            for f in c.findings
+        )
+        if failing or not pending or time.monotonic() >= deadline:
             break
         time.sleep(min(WAIT_POLL_S, max(0.0, deadline - time.monotonic())))
     if args.json:
         _emit_json(scan_json(results))
     else:
         print(render_report(results))
-    if any(
-        SEVERITY_ORDER[f.severity] >= SEVERITY_ORDER["warning"] for c in results for f in c.findings
-    ):
+    if failing:
         return EXIT_FINDINGS
     if pending:
         return EXIT_PENDING
@@ -384,7 +389,7 @@ def _check_once(config: Config, units: Sequence[str], policy: Policy) -> list[Co
             latest = store.latest(unit)
             if latest is None:
                 raise NoDataError(f"{unit}: no startups recorded")
-            results.append(evaluate(store, latest, policy))
+            results.append(evaluate(store, latest, policy, now=time.time()))
         return results
     finally:
         store.close()

@@ -31,7 +31,7 @@ from .errors import ConfigError, JournalError, RuleError, SentinelError
 from .journal import JournalSource
 from .logs import configure_logging
 from .metrics import SentinelCollector, UnitView
-from .model import Comparison, Stats
+from .model import Comparison, Finding, Stats
 from .pipeline import Pipeline, evaluate, load_rules_and_policy, source_key
 from .state import StateStore
 
@@ -75,8 +75,15 @@ def _landing(app: Callable[..., Any]) -> Callable[..., Any]:
 class Daemon:
     """One running sentinel: pipeline + metrics endpoint + systemd notifications."""
 
-    def __init__(self, config: Config, *, config_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        config_path: Path | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.config = config
+        self._clock = clock
         self.config_path = config_path
         self.rules, self.policy = load_rules_and_policy(config)
         self.store = StateStore(config.state_dir)
@@ -103,7 +110,9 @@ class Daemon:
         # invocation -> (outcome, checks) last logged, for the most recent startups only.
         self._announced: dict[str, tuple[str, tuple[str, ...]]] = {}
         self.pusher: AlertPusher | None = None
-        self._open_findings: dict[str, set[str]] = {}  # unit -> open check ids, for raised/cleared
+        # unit -> open check id -> invocation (8 hex), for finding_raised / finding_cleared
+        self._open_findings: dict[str, dict[str, str]] = {}
+        self._stalled: set[str] = set()  # invocations under way judged stalled
         registry = CollectorRegistry(auto_describe=False)
         registry.register(
             SentinelCollector(
@@ -128,12 +137,16 @@ class Daemon:
                 else self.store.latest(unit, decided=True)
             )
             comparison = evaluate(self.store, decided, self.policy) if decided else None
+            starting = None
+            if latest is not None and latest.outcome == "starting":
+                starting = evaluate(self.store, latest, self.policy, now=self._clock())
             out.append(
                 UnitView(
                     unit=unit,
                     comparison=comparison,
-                    in_progress=latest is not None and latest.outcome == "starting",
+                    in_progress=starting is not None,
                     outcome_counts=self.store.outcome_counts(unit),
+                    starting=starting,
                 )
             )
         return out
@@ -292,15 +305,26 @@ class Daemon:
         if comparisons:
             self._sync_findings()
 
-    def _sync_findings(self) -> None:
-        """Log findings raised/cleared per unit and hand the open set to the alert pusher."""
-        decided = [v.comparison for v in self.views() if v.comparison is not None]
-        for c in decided:
-            unit, inv = c.record.unit, c.record.invocation_id[:8]
-            now = {f.check: f for f in c.findings}
-            before = self._open_findings.get(unit, set())
-            for check in sorted(now.keys() - before):
-                f = now[check]
+    def _sync_findings(self, views: Sequence[UnitView] | None = None) -> None:
+        """Log findings raised/cleared per unit and hand the open set to the alert pusher.
+
+        A unit's open set is the findings of its latest decided startup plus `startup_stalled`
+        of the startup under way, if that one has been starting for too long.
+        """
+        views = self.views() if views is None else views
+        wanted: list[Comparison] = []
+        for view in views:
+            unit = view.unit
+            now: dict[str, tuple[str, Finding]] = {}
+            for c in (view.comparison, view.starting):
+                if c is not None:
+                    if c is view.comparison or c.findings:
+                        wanted.append(c)
+                    inv = c.record.invocation_id[:8]
+                    now.update({f.check: (inv, f) for f in c.findings})
+            before = self._open_findings.get(unit, {})
+            for check in sorted(now.keys() - before.keys()):
+                inv, f = now[check]
                 log.warning(
                     "finding_raised",
                     unit=unit,
@@ -309,21 +333,35 @@ class Daemon:
                     severity=f.severity,
                     message=f.message,
                 )
-            for check in sorted(before - now.keys()):
-                log.info("finding_cleared", unit=unit, invocation=inv, check=check)
-            self._open_findings[unit] = set(now)
+            for check in sorted(before.keys() - now.keys()):
+                log.info("finding_cleared", unit=unit, invocation=before[check], check=check)
+            self._open_findings[unit] = {check: inv for check, (inv, _) in now.items()}
+        self._stalled = {
+            v.starting.record.invocation_id
+            for v in views
+            if v.starting is not None and v.starting.findings
+        }
         if self.pusher is not None:
-            self.pusher.update(decided)
+            self.pusher.update(wanted)
 
     def _housekeeping(self) -> None:
+        views = self.views()
         version = self.store.data_version()
         if version != self._data_version:
             if self._data_version != -1:
                 log.info("state_changed_externally", reason="baseline pinned or unpinned")
-                self._sync_findings()
+                self._sync_findings(views)
             self._data_version = version
+        # The stall timer: a startup that logs nothing more still becomes stalled on time.
+        stalled = {
+            v.starting.record.invocation_id
+            for v in views
+            if v.starting is not None and v.starting.findings
+        }
+        if stalled != self._stalled:
+            self._sync_findings(views)
         self._ping_watchdog()
-        self._update_status()
+        self._update_status(views)
 
     def _ping_watchdog(self) -> None:
         # Called only from the loop, so a hung loop stops the pings and systemd restarts us.
@@ -332,9 +370,9 @@ class Daemon:
             sd.notify("WATCHDOG=1")
             self._last_ping = now
 
-    def _update_status(self) -> None:
+    def _update_status(self, views: Sequence[UnitView]) -> None:
         parts = []
-        for view in self.views():
+        for view in views:
             c = view.comparison
             if c is None:
                 parts.append(f"{view.unit}: no startup yet")

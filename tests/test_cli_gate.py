@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -20,22 +21,23 @@ def _starting_then_ready(tmp_path: Path) -> tuple[Path, Path]:
     """Two journals of one invocation: up to the summary line, and the whole startup."""
     first = ready_startup("2026-01-02 10:00:00", 48).write(tmp_path / "base.export")
 
+    # A minute ago: well inside the stall time (15 minutes), so "starting" means pending.
+    start = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=60)
+
     def script() -> StartupScript:
-        s = StartupScript(
-            start="2026-01-03 10:00:00",
-            boot_at="2026-01-01 00:00:00",
-            invocation_id="ab" * 16,
-        )
-        s.started("2026-01-03 10:00:00")
+        s = StartupScript(start=start, boot_at="2026-01-01 00:00:00", invocation_id="ab" * 16)
+        s.started(start)
         s.line(
-            "[2026-01-03 10:00:50 TP0] max_total_num_tokens=1000, chunked_prefill_size=8192, "
-            "max_prefill_tokens=16384, max_running_requests=48, context_len=4096, "
-            "available_gpu_mem=10.00 GB"
+            f"[{start + timedelta(seconds=5):%Y-%m-%d %H:%M:%S} TP0] max_total_num_tokens=1000, "
+            "chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=48, "
+            "context_len=4096, available_gpu_mem=10.00 GB"
         )
         return s
 
     starting = build_journal([first, script().write(tmp_path / "s.export")], tmp_path / "j1")
-    done = script().line("[2026-01-03 10:00:55] The server is fired up and ready to roll!")
+    done = script().line(
+        f"[{start + timedelta(seconds=9):%Y-%m-%d %H:%M:%S}] The server is fired up and ready to roll!"
+    )
     ready = build_journal([first, done.write(tmp_path / "r.export")], tmp_path / "j2")
     return starting, ready
 
