@@ -7,6 +7,8 @@ batch is committed with its cursor in one transaction (see state.py).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 import select
 import signal
@@ -26,6 +28,7 @@ from systemd import daemon as sd
 
 from . import __version__
 from .alerts import AlertPusher
+from .compare import stall_after
 from .config import Config, load_config
 from .errors import ConfigError, JournalError, RuleError, SentinelError
 from .journal import JournalSource
@@ -72,6 +75,14 @@ def _landing(app: Callable[..., Any]) -> Callable[..., Any]:
     return wsgi
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Snapshot:
+    """Per-unit views of the committed state, replaced whole after each commit."""
+
+    views: tuple[UnitView, ...] = ()
+    pinned: frozenset[str] = frozenset()
+
+
 class Daemon:
     """One running sentinel: pipeline + metrics endpoint + systemd notifications."""
 
@@ -80,11 +91,16 @@ class Daemon:
         config: Config,
         *,
         config_path: Path | None = None,
+        loader: Callable[[], Config] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
         self._clock = clock
-        self.config_path = config_path
+        # How SIGHUP re-reads the configuration: the CLI passes its own loader so that command
+        # line overrides (--listen, --state-dir, ...) apply again and are not seen as changes.
+        if loader is None and config_path is not None:
+            loader = functools.partial(load_config, config_path)
+        self._loader = loader
         self.rules, self.policy = load_rules_and_policy(config)
         self.store = StateStore(config.state_dir)
         self.source = JournalSource(
@@ -112,7 +128,6 @@ class Daemon:
         self.pusher: AlertPusher | None = None
         # unit -> open check id -> invocation (8 hex), for finding_raised / finding_cleared
         self._open_findings: dict[str, dict[str, str]] = {}
-        self._stalled: set[str] = set()  # invocations under way judged stalled
         registry = CollectorRegistry(auto_describe=False)
         registry.register(
             SentinelCollector(
@@ -120,15 +135,26 @@ class Daemon:
                 stats=self.stats,
                 rule_hits=lambda: dict(self.pipeline.tracker.rule_hits),
                 policy=lambda: self.policy,
-                baselines_pinned=lambda: set(self.store.baselines()),
+                baselines_pinned=lambda: set(self._snapshot.pinned),
             )
         )
         self.registry = registry
+        self._snapshot = _Snapshot()
 
     # -- what the exporter and alerts see ---------------------------------------------------------
 
-    def views(self) -> list[UnitView]:
-        out = []
+    def views(self) -> tuple[UnitView, ...]:
+        """What the exporter, the status line and the alerts show: the last published snapshot.
+
+        Scrapes run on the HTTP thread; they read this immutable snapshot and never the SQLite
+        connection the loop writes through, so a scrape cannot see a row a failed transaction
+        later rolls back.
+        """
+        return self._snapshot.views
+
+    def publish(self) -> None:
+        """Rebuild the snapshot from committed state (loop thread only, after a commit)."""
+        views = []
         for unit in self.config.units:
             latest = self.store.latest(unit)
             decided = (
@@ -140,7 +166,7 @@ class Daemon:
             starting = None
             if latest is not None and latest.outcome == "starting":
                 starting = evaluate(self.store, latest, self.policy, now=self._clock())
-            out.append(
+            views.append(
                 UnitView(
                     unit=unit,
                     comparison=comparison,
@@ -149,7 +175,7 @@ class Daemon:
                     starting=starting,
                 )
             )
-        return out
+        self._snapshot = _Snapshot(tuple(views), frozenset(self.store.baselines()))
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -185,14 +211,9 @@ class Daemon:
             from_boot_start=local, max_age_seconds=self.config.max_replay_age_seconds
         )
         self.stats.cursor_resets = self.store.counter("cursor_resets")
+        self.publish()
         self.serve()
-        if self.config.alertmanager.urls:
-            self.pusher = AlertPusher(
-                self.config.alertmanager,
-                stats=self.stats,
-                generator_url=f"http://{self.config.listen}/metrics",
-            )
-            self.pusher.start()
+        self._restart_pusher()
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_r, False)
         os.set_blocking(wake_w, False)
@@ -303,17 +324,17 @@ class Daemon:
                 findings=[f.check for f in c.findings],
             )
         if comparisons:
+            self.publish()
             self._sync_findings()
 
-    def _sync_findings(self, views: Sequence[UnitView] | None = None) -> None:
+    def _sync_findings(self) -> None:
         """Log findings raised/cleared per unit and hand the open set to the alert pusher.
 
         A unit's open set is the findings of its latest decided startup plus `startup_stalled`
-        of the startup under way, if that one has been starting for too long.
+        of the startup under way, once that one has been starting for too long.
         """
-        views = self.views() if views is None else views
         wanted: list[Comparison] = []
-        for view in views:
+        for view in self.views():
             unit = view.unit
             now: dict[str, tuple[str, Finding]] = {}
             for c in (view.comparison, view.starting):
@@ -336,32 +357,37 @@ class Daemon:
             for check in sorted(before.keys() - now.keys()):
                 log.info("finding_cleared", unit=unit, invocation=before[check], check=check)
             self._open_findings[unit] = {check: inv for check, (inv, _) in now.items()}
-        self._stalled = {
-            v.starting.record.invocation_id
-            for v in views
-            if v.starting is not None and v.starting.findings
-        }
         if self.pusher is not None:
             self.pusher.update(wanted)
 
+    def _stall_due(self) -> bool:
+        """True when a startup under way has passed its stall time since the last snapshot."""
+        now = self._clock()
+        for view in self.views():
+            c = view.starting
+            if (
+                c is not None
+                and not c.findings
+                and now - c.record.started_at >= stall_after(c.baseline, self.policy)
+            ):
+                return True
+        return False
+
     def _housekeeping(self) -> None:
-        views = self.views()
         version = self.store.data_version()
         if version != self._data_version:
+            self.publish()
             if self._data_version != -1:
                 log.info("state_changed_externally", reason="baseline pinned or unpinned")
-                self._sync_findings(views)
+                self._sync_findings()
             self._data_version = version
-        # The stall timer: a startup that logs nothing more still becomes stalled on time.
-        stalled = {
-            v.starting.record.invocation_id
-            for v in views
-            if v.starting is not None and v.starting.findings
-        }
-        if stalled != self._stalled:
-            self._sync_findings(views)
+        # The stall timer (the loop wakes at least every HOUSEKEEPING_S): a startup that logs
+        # nothing more still becomes stalled on time.
+        if self._stall_due():
+            self.publish()
+            self._sync_findings()
         self._ping_watchdog()
-        self._update_status(views)
+        self._update_status()
 
     def _ping_watchdog(self) -> None:
         # Called only from the loop, so a hung loop stops the pings and systemd restarts us.
@@ -370,9 +396,9 @@ class Daemon:
             sd.notify("WATCHDOG=1")
             self._last_ping = now
 
-    def _update_status(self, views: Sequence[UnitView]) -> None:
+    def _update_status(self) -> None:
         parts = []
-        for view in views:
+        for view in self.views():
             c = view.comparison
             if c is None:
                 parts.append(f"{view.unit}: no startup yet")
@@ -385,21 +411,61 @@ class Daemon:
             self._last_status = status
 
     def reload(self) -> None:
-        """SIGHUP: re-read config, rules and policy; keep the old set if the new one is invalid."""
+        """SIGHUP: re-read config, rules and policy; keep the old set if the new one is invalid.
+
+        Every setting that can change in a running process is applied; the ones bound at start
+        (what is read, where state lives, the listening socket) are named and kept until restart.
+        """
         try:
-            config = load_config(self.config_path) if self.config_path else self.config
+            config = self._loader() if self._loader else self.config
             rules, policy = load_rules_and_policy(config)
         except (ConfigError, RuleError) as exc:
             self.stats.rule_load_errors += 1
             log.error("reload_rejected", problems=exc.problems)
             return
+        old = self.config
+        needs_restart = [
+            key
+            for key, before, after in (
+                ("units", old.units, config.units),
+                ("journal", old.journal, config.journal),
+                ("state_dir", old.state_dir, config.state_dir),
+                ("listen", old.listen, config.listen),
+            )
+            if before != after
+        ]
+        self.config = dataclasses.replace(
+            config,
+            units=old.units,
+            journal=old.journal,
+            state_dir=old.state_dir,
+            listen=old.listen,
+        )
         self.rules, self.policy = rules, policy
         self.pipeline.set_rules(rules)
         self.pipeline.policy = policy
-        if config.units != self.config.units or config.listen != self.config.listen:
-            log.warning("reload_partial", reason="units and listen address apply after a restart")
+        self.pipeline.checkpoint_interval = config.checkpoint_interval_seconds
+        self.publish()  # the policy may judge the same startups differently now
         configure_logging(config.log.format, config.log.level)
+        if config.alertmanager != old.alertmanager:
+            self._restart_pusher()
+            self._sync_findings()  # hand the new pusher the open findings now
+        if needs_restart:
+            log.warning("reload_partial", needs_restart=needs_restart)
         log.info("reload_done", rules=len(rules.rules))
+
+    def _restart_pusher(self) -> None:
+        """(Re)create the alert pusher from the current alertmanager settings."""
+        if self.pusher is not None:
+            self.pusher.stop()
+            self.pusher = None
+        if self.config.alertmanager.urls:
+            self.pusher = AlertPusher(
+                self.config.alertmanager,
+                stats=self.stats,
+                generator_url=f"http://{self.config.listen}/metrics",
+            )
+            self.pusher.start()
 
     def _shutdown(self) -> None:
         try:
@@ -426,6 +492,6 @@ def _watchdog_interval() -> float:
         return 0.0
 
 
-def run_daemon(config: Config, *, config_path: Path | None = None) -> int:
+def run_daemon(config: Config, *, loader: Callable[[], Config] | None = None) -> int:
     configure_logging(config.log.format, config.log.level)
-    return Daemon(config, config_path=config_path).run()
+    return Daemon(config, loader=loader).run()
