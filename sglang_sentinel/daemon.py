@@ -7,6 +7,8 @@ batch is committed with its cursor in one transaction (see state.py).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 import select
 import signal
@@ -88,9 +90,19 @@ def _landing(app: Callable[..., Any], page: Callable[[], str]) -> Callable[..., 
 class Daemon:
     """One running sentinel: pipeline + metrics endpoint + systemd notifications."""
 
-    def __init__(self, config: Config, *, config_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        config_path: Path | None = None,
+        loader: Callable[[], Config] | None = None,
+    ) -> None:
         self.config = config
-        self.config_path = config_path
+        # How SIGHUP re-reads the configuration: the CLI passes its own loader so that command
+        # line overrides (--listen, --state-dir, ...) apply again and are not seen as changes.
+        if loader is None and config_path is not None:
+            loader = functools.partial(load_config, config_path)
+        self._loader = loader
         self.rules, self.policy = load_rules_and_policy(config)
         self.store = StateStore(config.state_dir)
         self.source = JournalSource(
@@ -204,13 +216,7 @@ class Daemon:
         )
         self.stats.cursor_resets = self.store.counter("cursor_resets")
         self.serve()
-        if self.config.alertmanager.urls:
-            self.pusher = AlertPusher(
-                self.config.alertmanager,
-                stats=self.stats,
-                generator_url=f"http://{self.config.listen}/metrics",
-            )
-            self.pusher.start()
+        self._restart_pusher()
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_r, False)
         os.set_blocking(wake_w, False)
@@ -378,21 +384,60 @@ class Daemon:
             self._last_status = status
 
     def reload(self) -> None:
-        """SIGHUP: re-read config, rules and policy; keep the old set if the new one is invalid."""
+        """SIGHUP: re-read config, rules and policy; keep the old set if the new one is invalid.
+
+        Every setting that can change in a running process is applied; the ones bound at start
+        (what is read, where state lives, the listening socket) are named and kept until restart.
+        """
         try:
-            config = load_config(self.config_path) if self.config_path else self.config
+            config = self._loader() if self._loader else self.config
             rules, policy = load_rules_and_policy(config)
         except (ConfigError, RuleError) as exc:
             self.stats.rule_load_errors += 1
             log.error("reload_rejected", problems=exc.problems)
             return
+        old = self.config
+        needs_restart = [
+            key
+            for key, before, after in (
+                ("units", old.units, config.units),
+                ("journal", old.journal, config.journal),
+                ("state_dir", old.state_dir, config.state_dir),
+                ("listen", old.listen, config.listen),
+            )
+            if before != after
+        ]
+        self.config = dataclasses.replace(
+            config,
+            units=old.units,
+            journal=old.journal,
+            state_dir=old.state_dir,
+            listen=old.listen,
+        )
         self.rules, self.policy = rules, policy
         self.pipeline.set_rules(rules)
         self.pipeline.policy = policy
-        if config.units != self.config.units or config.listen != self.config.listen:
-            log.warning("reload_partial", reason="units and listen address apply after a restart")
+        self.pipeline.checkpoint_interval = config.checkpoint_interval_seconds
         configure_logging(config.log.format, config.log.level)
+        if config.alertmanager != old.alertmanager:
+            self._restart_pusher()
+            self._sync_findings()  # hand the new pusher the open findings now
+        if needs_restart:
+            log.warning("reload_partial", needs_restart=needs_restart)
         log.info("reload_done", rules=len(rules.rules))
+
+    def _restart_pusher(self) -> None:
+        """(Re)create the alert pusher from the current alertmanager settings."""
+        if self.pusher is not None:
+            self.pusher.stop()
+            self.pusher = None
+        if self.config.alertmanager.urls:
+            self.pusher = AlertPusher(
+                self.config.alertmanager,
+                stats=self.stats,
+                generator_url=f"http://{self.config.listen}/metrics",
+            )
+            self.pusher.start()
 
     def _shutdown(self) -> None:
         try:
@@ -423,6 +468,6 @@ def _watchdog_interval() -> float:
         return 0.0
 
 
-def run_daemon(config: Config, *, config_path: Path | None = None) -> int:
+def run_daemon(config: Config, *, loader: Callable[[], Config] | None = None) -> int:
     configure_logging(config.log.format, config.log.level)
-    return Daemon(config, config_path=config_path).run()
+    return Daemon(config, loader=loader).run()
