@@ -214,7 +214,11 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 
 def test_request_check_sees_a_page_that_loads_something(tmp_path: Path) -> None:
     """Control for the check above: an <img> on a loopback page shows up as a page request."""
-    (tmp_path / "page.html").write_text('<html><body><img src="/probe.png"></body></html>')
+    # The empty icon, as on the status page, so the browser's own favicon fetch stays out.
+    (tmp_path / "page.html").write_text(
+        '<html><head><link rel="icon" href="data:,"></head>'
+        '<body><img src="/probe.png"></body></html>'
+    )
     (tmp_path / "probe.png").write_bytes(b"")
     server = http.server.ThreadingHTTPServer(
         ("127.0.0.1", 0), partial(_Quiet, directory=str(tmp_path))
