@@ -87,6 +87,14 @@ def _landing(app: Callable[..., Any], page: Callable[[], str]) -> Callable[..., 
     return wsgi
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Snapshot:
+    """Per-unit views of the committed state, replaced whole after each commit."""
+
+    views: tuple[UnitView, ...] = ()
+    pinned: frozenset[str] = frozenset()
+
+
 class Daemon:
     """One running sentinel: pipeline + metrics endpoint + systemd notifications."""
 
@@ -140,15 +148,26 @@ class Daemon:
                 stats=self.stats,
                 rule_hits=lambda: dict(self.pipeline.tracker.rule_hits),
                 policy=lambda: self.policy,
-                baselines_pinned=lambda: set(self.store.baselines()),
+                baselines_pinned=lambda: set(self._snapshot.pinned),
             )
         )
         self.registry = registry
+        self._snapshot = _Snapshot()
 
     # -- what the exporter and alerts see ---------------------------------------------------------
 
-    def views(self) -> list[UnitView]:
-        out = []
+    def views(self) -> tuple[UnitView, ...]:
+        """What the exporter, the status line and the alerts show: the last published snapshot.
+
+        Scrapes run on the HTTP thread; they read this immutable snapshot and never the SQLite
+        connection the loop writes through, so a scrape cannot see a row a failed transaction
+        later rolls back.
+        """
+        return self._snapshot.views
+
+    def publish(self) -> None:
+        """Rebuild the snapshot from committed state (loop thread only, after a commit)."""
+        views = []
         for unit in self.config.units:
             latest = self.store.latest(unit)
             decided = (
@@ -157,7 +176,7 @@ class Daemon:
                 else self.store.latest(unit, decided=True)
             )
             comparison = evaluate(self.store, decided, self.policy) if decided else None
-            out.append(
+            views.append(
                 UnitView(
                     unit=unit,
                     comparison=comparison,
@@ -165,7 +184,7 @@ class Daemon:
                     outcome_counts=self.store.outcome_counts(unit),
                 )
             )
-        return out
+        self._snapshot = _Snapshot(tuple(views), frozenset(self.store.baselines()))
 
     def status_page(self) -> str:
         """The page served at `/`: the same renderer as `sentinel report --html`."""
@@ -215,6 +234,7 @@ class Daemon:
             from_boot_start=local, max_age_seconds=self.config.max_replay_age_seconds
         )
         self.stats.cursor_resets = self.store.counter("cursor_resets")
+        self.publish()
         self.serve()
         self._restart_pusher()
         wake_r, wake_w = os.pipe()
@@ -327,6 +347,7 @@ class Daemon:
                 findings=[f.check for f in c.findings],
             )
         if comparisons:
+            self.publish()
             self._sync_findings()
 
     def _sync_findings(self) -> None:
@@ -355,6 +376,7 @@ class Daemon:
     def _housekeeping(self) -> None:
         version = self.store.data_version()
         if version != self._data_version:
+            self.publish()
             if self._data_version != -1:
                 log.info("state_changed_externally", reason="baseline pinned or unpinned")
                 self._sync_findings()
@@ -418,6 +440,7 @@ class Daemon:
         self.pipeline.set_rules(rules)
         self.pipeline.policy = policy
         self.pipeline.checkpoint_interval = config.checkpoint_interval_seconds
+        self.publish()  # the policy may judge the same startups differently now
         configure_logging(config.log.format, config.log.level)
         if config.alertmanager != old.alertmanager:
             self._restart_pusher()
