@@ -122,6 +122,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="wait up to SECONDS for a startup still starting to become ready or fail",
     )
 
+    p = sub.add_parser(
+        "report", help="the latest startup of each unit against its baseline (text or HTML page)"
+    )
+    _common(p)
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        help="write the status page (the daemon's / page) to FILE for a ticket; '-' for stdout",
+    )
+
     p = sub.add_parser("rules", help="rule file tools")
     rsub = p.add_subparsers(dest="rules_command", required=True, parser_class=_Parser)
     rc = rsub.add_parser("check", help="validate rule files (schema, regexes, samples)")
@@ -395,6 +405,32 @@ def _check_once(config: Config, units: Sequence[str], policy: Policy) -> list[Co
         store.close()
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from .html import collect_status, render_page
+
+    config = _load(args)
+    try:
+        store = StateStore(config.state_dir, readonly=True)
+    except SentinelError as exc:
+        raise NoDataError(str(exc)) from exc
+    policy = _policy(config)
+    units = list(args.units or config.units)
+    statuses = collect_status(store, units, policy)
+    if args.html is None:
+        print(render_report([s.comparison for s in statuses if s.comparison is not None]))
+        return EXIT_OK
+    page = render_page(statuses, generated_at=time.time(), version=__version__)
+    if args.html == "-":
+        sys.stdout.write(page)
+        return EXIT_OK
+    try:
+        Path(args.html).write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--html {args.html}: {exc.strerror or exc}") from exc
+    print(f"wrote {args.html}", file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_rules_check(args: argparse.Namespace) -> int:
     dirs = args.dirs or [default_rules_dir()]
     problems = check_rules(dirs)
@@ -426,6 +462,7 @@ COMMANDS = {
     "baseline": cmd_baseline,
     "diff": cmd_diff,
     "check": cmd_check,
+    "report": cmd_report,
     "config": cmd_config,
     "run": cmd_run,
 }

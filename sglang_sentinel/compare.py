@@ -375,7 +375,7 @@ def common_evidence(record: StartupRecord, baseline: StartupRecord) -> list[str]
         out.extend(_server_args_evidence(record, baseline, set(new_flags)))
     old_mem, new_mem = baseline.fact("load_avail_mem_gb"), record.fact("load_avail_mem_gb")
     if _is_number(old_mem) and _is_number(new_mem) and old_mem != new_mem:
-        out.append(f"free GPU memory at load {_fmt(old_mem)} → {_fmt(new_mem)} GB")
+        out.append(f"free GPU memory at load {old_mem:.2f} → {new_mem:.2f} GB")
     return out
 
 

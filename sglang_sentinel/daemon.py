@@ -31,6 +31,7 @@ from .alerts import AlertPusher
 from .compare import stall_after
 from .config import Config, load_config
 from .errors import ConfigError, JournalError, RuleError, SentinelError
+from .html import collect_status, render_page
 from .journal import JournalSource
 from .logs import configure_logging
 from .metrics import SentinelCollector, UnitView
@@ -55,22 +56,34 @@ class _Server(ThreadingMixIn, WSGIServer):
     allow_reuse_address = True
 
 
-def _landing(app: Callable[..., Any]) -> Callable[..., Any]:
-    page = (
-        "<html><head><title>sglang-sentinel</title></head><body>"
-        f"<h1>sglang-sentinel {__version__}</h1>"
-        '<p><a href="/metrics">Metrics</a></p></body></html>'
-    ).encode()
+# The page forbids loading anything; the header repeats the page's own meta policy.
+_PAGE_HEADERS = [
+    ("Content-Type", "text/html; charset=utf-8"),
+    ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:"),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Cache-Control", "no-store"),
+]
+PAGE_REFRESH_S = 30
+
+
+def _landing(app: Callable[..., Any], page: Callable[[], str]) -> Callable[..., Any]:
+    """`/metrics` to the exporter, `/` to the status page, anything else 404."""
 
     def wsgi(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         path = environ.get("PATH_INFO", "/")
         if path == "/metrics":
             return app(environ, start_response)
         if path in ("/", ""):
-            start_response("200 OK", [("Content-Type", "text/html; charset=utf-8")])
-            return [page]
+            try:
+                body = page().encode()
+            except SentinelError as exc:
+                log.error("status_page_failed", error=str(exc))
+                start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
+                return [b"status page unavailable; see the sentinel's log\n"]
+            start_response("200 OK", _PAGE_HEADERS)
+            return [body]
         start_response("404 Not Found", [("Content-Type", "text/plain")])
-        return [b"not found; see /metrics\n"]
+        return [b"not found; see / or /metrics\n"]
 
     return wsgi
 
@@ -128,6 +141,10 @@ class Daemon:
         self.pusher: AlertPusher | None = None
         # unit -> open check id -> invocation (8 hex), for finding_raised / finding_cleared
         self._open_findings: dict[str, dict[str, str]] = {}
+        # The page reads through its own connection: it sees committed state only and never
+        # shares the writer's connection (or the collector's lock) with HTTP threads.
+        self._page_lock = threading.Lock()
+        self._page_store: StateStore | None = None
         registry = CollectorRegistry(auto_describe=False)
         registry.register(
             SentinelCollector(
@@ -177,6 +194,20 @@ class Daemon:
             )
         self._snapshot = _Snapshot(tuple(views), frozenset(self.store.baselines()))
 
+    def status_page(self) -> str:
+        """The page served at `/`: the same renderer as `sentinel report --html`."""
+        with self._page_lock:
+            if self._page_store is None:
+                self._page_store = StateStore(self.config.state_dir, readonly=True)
+            statuses = collect_status(self._page_store, self.config.units, self.policy)
+        return render_page(
+            statuses,
+            generated_at=time.time(),
+            version=__version__,
+            refresh_seconds=PAGE_REFRESH_S,
+            metrics_link=True,
+        )
+
     # -- lifecycle --------------------------------------------------------------------------------
 
     def serve(self) -> None:
@@ -185,7 +216,7 @@ class Daemon:
             server = make_server(
                 host,
                 port,
-                _landing(make_wsgi_app(self.registry)),
+                _landing(make_wsgi_app(self.registry), self.status_page),
                 server_class=_Server,
                 handler_class=_QuietHandler,
             )
@@ -479,6 +510,10 @@ class Daemon:
             self._server.server_close()
         self.source.close()
         self.store.close()
+        with self._page_lock:
+            if self._page_store is not None:
+                self._page_store.close()
+                self._page_store = None
 
 
 def _watchdog_interval() -> float:
