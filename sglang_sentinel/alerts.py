@@ -49,6 +49,8 @@ ALERT_NAMES: Final[Mapping[str, str]] = MappingProxyType(
         "decode_without_cuda_graph": "SGLangDecodeWithoutCudaGraph",
         "cuda_graph_ceiling": "SGLangCudaGraphCeilingExceeded",
         "startup_slow": "SGLangStartupSlow",
+        "fact_invalid": "SGLangSentinelFactInvalid",
+        "startup_stalled": "SGLangStartupStalled",
     }
 )
 FALLBACK_ALERT_NAME: Final = "SGLangStartupRegression"  # a check added without a rule yet
@@ -357,7 +359,7 @@ class AlertPusher:
     def _send(
         self, target: _Target, alerts: list[dict[str, Any]], headers: Mapping[str, str]
     ) -> None:
-        body = json.dumps(alerts, ensure_ascii=False).encode("utf-8")
+        body = json.dumps(alerts, ensure_ascii=False, allow_nan=False).encode("utf-8")
         try:
             status, text = self._post(target.endpoint, body, headers, self._timeout)
         except Exception as exc:  # any transport failure (or opener bug) is one failed push

@@ -227,8 +227,8 @@ class DecodeState:
         reason = _drop_reason(running, graph, prev_bs, dirty, ts, ready_at, warmup)
         if reason is None:
             parsed = parse_decode_line(raw)
-            if parsed is None or parsed.gen <= 0:
-                reason = "idle"
+            if parsed is None or not _sane(parsed):
+                reason = "invalid"
         if reason is not None:
             name = "dropped_" + reason
             counts[name] = counts.get(name, 0) + 1
@@ -313,6 +313,16 @@ def _drop_reason(
     if abs(running - prev_bs) > max(1.0, 0.25 * running):
         return "batch_drift"
     return None
+
+
+def _sane(line: DecodeLine) -> bool:
+    """Values a real decode line can have (a 400-digit #token or `inf` throughput cannot)."""
+    return (
+        0 < line.gen < 1e9
+        and 0 < line.running < 1e7
+        and (line.tokens is None or 0 <= line.tokens < 1e13)
+        and (line.accept_len is None or 0 <= line.accept_len < 1e3)
+    )
 
 
 def _sig(x: float) -> float:
@@ -494,7 +504,13 @@ def _thin(values: list[float], limit: int) -> list[float]:
 
 
 def _fit(samples: Sequence[Sequence[float]]) -> Any:
-    """Least squares (lightly ridged) of log rate on padded bs, context, and their product."""
+    """The baseline's decode step-time model, as a predictor of log rate per request.
+
+    A decode step costs a fixed part (weights read once per step), a part per padded request
+    and a part per KV token read by attention, so seconds per token per request (1 / rate) is
+    close to linear in the padded batch size, the context per request and their product.
+    Least squares on that scale (lightly ridged so a baseline at one batch size still solves).
+    """
     rows = [_features(x) for x in samples]
     k = len(rows[0])
     means = [sum(r[j] for r in rows) / len(rows) for j in range(k)]
@@ -502,17 +518,19 @@ def _fit(samples: Sequence[Sequence[float]]) -> Any:
         math.sqrt(sum((r[j] - means[j]) ** 2 for r in rows) / len(rows)) or 1.0 for j in range(k)
     ]
     zrows = [[1.0] + [(r[j] - means[j]) / sds[j] for j in range(k)] for r in rows]
-    y = [math.log(x[0]) for x in samples]
+    y = [1.0 / x[0] for x in samples]
     m = k + 1
     a = [[sum(r[i] * r[j] for r in zrows) for j in range(m)] for i in range(m)]
     for i in range(1, m):
-        a[i][i] += 1.0  # ridge: a flat baseline (one batch size) still solves
+        a[i][i] += 1.0
     rhs = [sum(r[i] * yy for r, yy in zip(zrows, y, strict=True)) for i in range(m)]
     beta = _solve(a, rhs)
+    floor = min(y) / 4  # a prediction at or below zero is an extrapolation; clamp it
 
     def predict(x: Sequence[float]) -> float:
         f = _features(x)
-        return beta[0] + sum(beta[j + 1] * (f[j] - means[j]) / sds[j] for j in range(k))
+        t = beta[0] + sum(beta[j + 1] * (f[j] - means[j]) / sds[j] for j in range(k))
+        return -math.log(max(t, floor))
 
     return predict
 

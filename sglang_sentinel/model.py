@@ -34,12 +34,14 @@ STARTUP_FACTS = (
     "max_prefill_tokens",
     "context_len",
     "available_gpu_mem_gb",
+    "available_cpu_mem_gb",
     "load_avail_mem_gb",
     "kv_cache_tokens",
     "kv_cache_gb",
     "mamba_cache_size",
     "memory_pool_avail_gb",
     "cuda_graph",
+    "cuda_graph_disabled_reason",
     "cuda_graph_mem_gb",
     "piecewise_cuda_graph",
     "piecewise_cuda_graph_disabled_reason",
@@ -58,6 +60,12 @@ STARTUP_FACTS = (
     "mamba_running_cap",
     "mamba_running_cap_reason",
 )
+
+# Facts that steer the startup tracker instead of being stored as facts.
+CONTROL_FACTS = frozenset({"server_args_repr", "ready", "failure_reason"})
+
+# Every fact name a rule may produce; `rules check` rejects any other.
+KNOWN_FACTS = frozenset(STARTUP_FACTS) | RUNTIME_FACTS | CONTROL_FACTS
 
 Outcome = Literal["ready", "failed", "starting"]
 Severity = Literal["info", "warning", "critical"]
@@ -147,6 +155,8 @@ class StartupRecord:
     runtime: Mapping[str, FactValue] = field(default_factory=dict)  # latest batch-line values
     # Clean decode samples, line counts and phase marks (decode.DecodeState.summary()).
     decode: Mapping[str, Any] = field(default_factory=dict)
+    # Why facts are null although a line reported them (fact_ranges.py: not finite, out of range).
+    notes: tuple[str, ...] = ()
 
     def fact(self, name: str) -> FactValue:
         return self.facts.get(name)

@@ -338,6 +338,7 @@ def record_to_dict(record: StartupRecord) -> dict[str, Any]:
         "rule_hits": dict(record.rule_hits),
         "runtime": dict(record.runtime),
         "decode": _plain(dict(record.decode)),
+        "notes": list(record.notes),
     }
 
 
@@ -361,6 +362,7 @@ def record_from_json(text: str) -> StartupRecord:
         rule_hits=d.get("rule_hits", {}),
         runtime=d.get("runtime", {}),
         decode=d.get("decode", {}),
+        notes=tuple(d.get("notes", ())),
     )
 
 

@@ -273,3 +273,17 @@ def test_simulation_meets_the_detector_targets() -> None:
     assert r["ratio_error_median"] <= 0.03
     assert r["few_samples_wrong_direction"] == 0.0
     assert r["passed"], r
+
+
+def test_impossible_values_are_dropped_not_raised() -> None:
+    """inf / nan throughput, a 400-digit #token: the interval is dropped, nothing raises."""
+    state = DecodeState()
+    lines = [
+        decode(8, 400),
+        decode(8, 400).replace("400.00", "inf"),
+        decode(8, 400).replace("400.00", "nan"),
+        decode(8, 400, tokens=int("9" * 400)),
+        decode(8, 401),
+    ]
+    feed(state, lines)
+    assert state.counts["dropped_invalid"] == 3 and state.counts["clean"] == 1
