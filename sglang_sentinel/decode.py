@@ -451,7 +451,12 @@ def compare_decode(
     hi_p = max(x[3] for x in base_all)
     lo_c = min(x[4] for x in base_all)
     hi_c = max(x[4] for x in base_all)
-    like = [x for x in cur_all if lo_p <= x[3] <= hi_p and lo_c <= x[4] <= hi_c]
+    # Like load: inside the baseline's range, widened by a quarter of it (the step-time model
+    # is linear, so a short extrapolation is safe; a long one is not made).
+    wp, wc = (hi_p - lo_p) / 4, (hi_c - lo_c) / 4
+    like = [
+        x for x in cur_all if lo_p - wp <= x[3] <= hi_p + wp and lo_c - wc <= x[4] <= hi_c + wc
+    ]
     result["samples"] = len(like)
     if len(like) < settings.min_bucket_samples:
         return result
