@@ -78,6 +78,13 @@ class Stats:
     alertmanager_pushes: int = 0
     alertmanager_push_failures: int = 0
     journal_up: bool = True
+    # Entries or startups whose handling raised, by stage (rules, tracker, compare, state,
+    # metrics); each was logged once and skipped.
+    processing_errors: dict[str, int] = field(default_factory=dict)
+    # Transactions that failed (database locked, disk full, ...) and were retried.
+    commit_failures: int = 0
+    # Journal files found corrupt while reading (EBADMSG and the like).
+    journal_files_corrupt: int = 0
 
 
 @dataclass(frozen=True, slots=True)
