@@ -359,7 +359,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .daemon import run_daemon
 
     config = _load(args)
-    return run_daemon(config, config_path=args.config)
+    return run_daemon(config, loader=lambda: _load(args))
 
 
 COMMANDS = {

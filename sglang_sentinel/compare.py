@@ -16,6 +16,7 @@ import yaml
 from .errors import ConfigError
 from .model import Comparison, FactValue, Finding, Severity, StartupRecord
 from .serverargs import diff_server_args
+from .serverargs_diff import switch_flags, switched_off_by
 
 CHECKS = (
     "max_running_requests_drop",
@@ -39,15 +40,6 @@ _KEYS = {
     "max_running_requests_drop": {"warning_drop_percent", "critical_drop_percent", "enabled"},
     "kv_cache_tokens_drop": {"warning_drop_percent", "critical_drop_percent", "enabled"},
     "fact_missing": {"severity", "facts", "enabled"},
-}
-# server_args fields, per version, that say whether a CUDA-graph feature is off.
-_SWITCH_FIELDS = {
-    "piecewise_cuda_graph": (
-        ("disable_piecewise_cuda_graph", True),
-        ("enable_piecewise_cuda_graph", False),
-        ("cuda_graph_backend_prefill", "disabled"),
-    ),
-    "cuda_graph": (("disable_cuda_graph", True), ("cuda_graph_backend_decode", "disabled")),
 }
 
 
@@ -237,18 +229,19 @@ def _switch_finding(
 
 
 def _self_set_detail(fact: str, record: StartupRecord) -> str | None:
-    """Name the server_args field that turned `fact` off and whether the command line asked."""
-    flags = {f.split(" ", 1)[0] for f in record.launch_flags}
-    for field_name, off_value in _SWITCH_FIELDS.get(fact, ()):
-        if field_name in record.server_args and record.server_args[field_name] == off_value:
-            flag = "--" + field_name.replace("_", "-")
-            setting = f"{field_name}={record.server_args[field_name]!r}"
-            if not record.launch_flags:
-                return f"{setting} in server_args (command line not seen)"
-            if flag in flags:
-                return f"{setting}: {flag} is on the command line"
-            return f"{setting} not on the command line: set by SGLang"
-    return None
+    """Name the server_args setting that turned `fact` off and whether the command line asked."""
+    off = switched_off_by(record.server_args, fact)
+    if off is None:
+        return None
+    name, value = off
+    setting = f"{name}={value!r}"
+    if not record.launch_flags:
+        return f"{setting} in server_args (command line not seen)"
+    given = {f.split(" ", 1)[0].split("=", 1)[0] for f in record.launch_flags}
+    asked = [flag for flag in switch_flags(fact) if flag in given]
+    if asked:
+        return f"{setting}: {asked[0]} is on the command line"
+    return f"{setting} not on the command line: set by SGLang"
 
 
 def _moe_finding(

@@ -7,6 +7,8 @@ batch is committed with its cursor in one transaction (see state.py).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 import select
 import signal
@@ -81,12 +83,30 @@ def _landing(app: Callable[..., Any]) -> Callable[..., Any]:
     return wsgi
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Snapshot:
+    """Per-unit views of the committed state, replaced whole after each commit."""
+
+    views: tuple[UnitView, ...] = ()
+    pinned: frozenset[str] = frozenset()
+
+
 class Daemon:
     """One running sentinel: pipeline + metrics endpoint + systemd notifications."""
 
-    def __init__(self, config: Config, *, config_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        config_path: Path | None = None,
+        loader: Callable[[], Config] | None = None,
+    ) -> None:
         self.config = config
-        self.config_path = config_path
+        # How SIGHUP re-reads the configuration: the CLI passes its own loader so that command
+        # line overrides (--listen, --state-dir, ...) apply again and are not seen as changes.
+        if loader is None and config_path is not None:
+            loader = functools.partial(load_config, config_path)
+        self._loader = loader
         self.rules, self.policy = load_rules_and_policy(config)
         self.store = StateStore(config.state_dir, busy_timeout=BUSY_TIMEOUT_S)
         self.source = JournalSource(
@@ -125,15 +145,26 @@ class Daemon:
                 stats=self.stats,
                 rule_hits=lambda: dict(self.pipeline.tracker.rule_hits),
                 policy=lambda: self.policy,
-                baselines_pinned=lambda: set(self.store.baselines()),
+                baselines_pinned=lambda: set(self._snapshot.pinned),
             )
         )
         self.registry = registry
+        self._snapshot = _Snapshot()
 
     # -- what the exporter and alerts see ---------------------------------------------------------
 
-    def views(self) -> list[UnitView]:
-        out = []
+    def views(self) -> tuple[UnitView, ...]:
+        """What the exporter, the status line and the alerts show: the last published snapshot.
+
+        Scrapes run on the HTTP thread; they read this immutable snapshot and never the SQLite
+        connection the loop writes through, so a scrape cannot see a row a failed transaction
+        later rolls back.
+        """
+        return self._snapshot.views
+
+    def publish(self) -> None:
+        """Rebuild the snapshot from committed state (loop thread only, after a commit)."""
+        views = []
         for unit in self.config.units:
             latest = self.store.latest(unit)
             decided = (
@@ -147,7 +178,7 @@ class Daemon:
                     comparison = self.pipeline.evaluator(self.store, decided, self.policy)
                 except Exception as exc:  # one unit's fault never empties /metrics
                     self._view_failed(unit, exc)
-            out.append(
+            views.append(
                 UnitView(
                     unit=unit,
                     comparison=comparison,
@@ -155,7 +186,7 @@ class Daemon:
                     outcome_counts=self.store.outcome_counts(unit),
                 )
             )
-        return out
+        self._snapshot = _Snapshot(tuple(views), frozenset(self.store.baselines()))
 
     def _view_failed(self, unit: str, exc: Exception) -> None:
         key = (unit, type(exc).__name__)
@@ -200,14 +231,9 @@ class Daemon:
             from_boot_start=local, max_age_seconds=self.config.max_replay_age_seconds
         )
         self.stats.cursor_resets = self.store.counter("cursor_resets")
+        self.publish()
         self.serve()
-        if self.config.alertmanager.urls:
-            self.pusher = AlertPusher(
-                self.config.alertmanager,
-                stats=self.stats,
-                generator_url=f"http://{self.config.listen}/metrics",
-            )
-            self.pusher.start()
+        self._restart_pusher()
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_r, False)
         os.set_blocking(wake_w, False)
@@ -353,6 +379,7 @@ class Daemon:
                 findings=[f.check for f in c.findings],
             )
         if comparisons:
+            self.publish()
             self._sync_findings()
 
     def _sync_findings(self) -> None:
@@ -381,6 +408,7 @@ class Daemon:
     def _housekeeping(self) -> None:
         version = self.store.data_version()
         if version != self._data_version:
+            self.publish()
             if self._data_version != -1:
                 log.info("state_changed_externally", reason="baseline pinned or unpinned")
                 self._sync_findings()
@@ -410,21 +438,61 @@ class Daemon:
             self._last_status = status
 
     def reload(self) -> None:
-        """SIGHUP: re-read config, rules and policy; keep the old set if the new one is invalid."""
+        """SIGHUP: re-read config, rules and policy; keep the old set if the new one is invalid.
+
+        Every setting that can change in a running process is applied; the ones bound at start
+        (what is read, where state lives, the listening socket) are named and kept until restart.
+        """
         try:
-            config = load_config(self.config_path) if self.config_path else self.config
+            config = self._loader() if self._loader else self.config
             rules, policy = load_rules_and_policy(config)
         except (ConfigError, RuleError) as exc:
             self.stats.rule_load_errors += 1
             log.error("reload_rejected", problems=exc.problems)
             return
+        old = self.config
+        needs_restart = [
+            key
+            for key, before, after in (
+                ("units", old.units, config.units),
+                ("journal", old.journal, config.journal),
+                ("state_dir", old.state_dir, config.state_dir),
+                ("listen", old.listen, config.listen),
+            )
+            if before != after
+        ]
+        self.config = dataclasses.replace(
+            config,
+            units=old.units,
+            journal=old.journal,
+            state_dir=old.state_dir,
+            listen=old.listen,
+        )
         self.rules, self.policy = rules, policy
         self.pipeline.set_rules(rules)
         self.pipeline.policy = policy
-        if config.units != self.config.units or config.listen != self.config.listen:
-            log.warning("reload_partial", reason="units and listen address apply after a restart")
+        self.pipeline.checkpoint_interval = config.checkpoint_interval_seconds
+        self.publish()  # the policy may judge the same startups differently now
         configure_logging(config.log.format, config.log.level)
+        if config.alertmanager != old.alertmanager:
+            self._restart_pusher()
+            self._sync_findings()  # hand the new pusher the open findings now
+        if needs_restart:
+            log.warning("reload_partial", needs_restart=needs_restart)
         log.info("reload_done", rules=len(rules.rules))
+
+    def _restart_pusher(self) -> None:
+        """(Re)create the alert pusher from the current alertmanager settings."""
+        if self.pusher is not None:
+            self.pusher.stop()
+            self.pusher = None
+        if self.config.alertmanager.urls:
+            self.pusher = AlertPusher(
+                self.config.alertmanager,
+                stats=self.stats,
+                generator_url=f"http://{self.config.listen}/metrics",
+            )
+            self.pusher.start()
 
     def _shutdown(self) -> None:
         # One last try; when it fails nothing of it is stored (the cursor neither), so the next
@@ -455,6 +523,6 @@ def _watchdog_interval() -> float:
         return 0.0
 
 
-def run_daemon(config: Config, *, config_path: Path | None = None) -> int:
+def run_daemon(config: Config, *, loader: Callable[[], Config] | None = None) -> int:
     configure_logging(config.log.format, config.log.level)
-    return Daemon(config, config_path=config_path).run()
+    return Daemon(config, loader=loader).run()

@@ -26,12 +26,14 @@ STARTUP_FACTS = (
     "max_prefill_tokens",
     "context_len",
     "available_gpu_mem_gb",
+    "available_cpu_mem_gb",
     "load_avail_mem_gb",
     "kv_cache_tokens",
     "kv_cache_gb",
     "mamba_cache_size",
     "memory_pool_avail_gb",
     "cuda_graph",
+    "cuda_graph_disabled_reason",
     "cuda_graph_mem_gb",
     "piecewise_cuda_graph",
     "piecewise_cuda_graph_disabled_reason",
@@ -47,6 +49,12 @@ STARTUP_FACTS = (
     "attention_backend",
     "kv_cache_dtype",
 )
+
+# Facts that steer the startup tracker instead of being stored as facts.
+CONTROL_FACTS = frozenset({"server_args_repr", "ready", "failure_reason"})
+
+# Every fact name a rule may produce; `rules check` rejects any other.
+KNOWN_FACTS = frozenset(STARTUP_FACTS) | RUNTIME_FACTS | CONTROL_FACTS
 
 Outcome = Literal["ready", "failed", "starting"]
 Severity = Literal["info", "warning", "critical"]

@@ -95,7 +95,7 @@ class Pipeline:
         self._logged_faults: set[tuple[str, str]] = set()
         # A cursor move with no record change is committed at most this often (seconds);
         # replaying those entries after a crash changes nothing, so delaying them is safe.
-        self._checkpoint_interval = checkpoint_interval
+        self.checkpoint_interval = checkpoint_interval
         self._last_checkpoint = 0.0
 
     def _match(self, message: str) -> list[RuleMatch]:
@@ -183,7 +183,7 @@ class Pipeline:
             self.tracker.end_splits()
         self._hold_since = None
         dirty = self.tracker.dirty()
-        if not dirty and not force and now - self._last_checkpoint < self._checkpoint_interval:
+        if not dirty and not force and now - self._last_checkpoint < self.checkpoint_interval:
             return []
         cursor = self.source.cursor() if self._uncommitted else None
         if not dirty and cursor is None:

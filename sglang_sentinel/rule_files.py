@@ -17,7 +17,7 @@ from typing import Any, Final, cast
 import yaml
 
 from sglang_sentinel.errors import RuleError
-from sglang_sentinel.model import FactValue
+from sglang_sentinel.model import KNOWN_FACTS, FactValue
 from sglang_sentinel.rule_shapes import split_prefix
 from sglang_sentinel.rules import (
     FACT_TYPES,
@@ -233,6 +233,13 @@ def _parse_facts(
     for name, definition in raw.items():
         if not isinstance(name, str) or not _ID_RE.match(name):
             bad(f"fact name {name!r} must match [a-z][a-z0-9_]*")
+            ok = False
+            continue
+        if name not in KNOWN_FACTS:
+            bad(
+                f"fact {name!r} is not a fact the sentinel knows; it would never reach a report"
+                " (the fact names are listed in docs/architecture.md)"
+            )
             ok = False
             continue
         spec = _parse_fact(name, definition, regex, bad)

@@ -464,8 +464,8 @@ def test_a_long_split_line_costs_linear_time(tmp_path: Path) -> None:
 def test_a_unit_whose_metrics_raise_leaves_the_others_on_metrics(
     tmp_path: Path, events: list[dict[str, Any]]
 ) -> None:
-    """The metrics stage: one unit's comparison raising at scrape time is counted and logged
-    once; the other unit's series and the self metrics are still served."""
+    """The metrics stage: one unit's comparison raising while the exported snapshot is built is
+    counted and logged once; the other unit's series and the self metrics are still served."""
     from prometheus_client import generate_latest
 
     from sglang_sentinel.daemon import Daemon
@@ -500,8 +500,9 @@ def test_a_unit_whose_metrics_raise_leaves_the_others_on_metrics(
         return evaluate(store, record, policy)
 
     d.pipeline.evaluator = faulty
-    for _ in range(3):
-        text = generate_latest(d.registry).decode()
+    for _ in range(3):  # as after three commits
+        d.publish()
+    text = generate_latest(d.registry).decode()
     assert f'sglang_sentinel_max_running_requests{{unit="{other}"}} 64.0' in text
     assert f'sglang_sentinel_max_running_requests{{unit="{UNIT}"}}' not in text
     assert 'sglang_sentinel_processing_errors_total{stage="metrics"} 3.0' in text
