@@ -28,13 +28,15 @@ from systemd import daemon as sd
 
 from . import __version__
 from .alerts import AlertPusher
+from .compare import stall_after
 from .config import Config, load_config
 from .errors import ConfigError, JournalError, RuleError, SentinelError
+from .html import collect_status, render_page
 from .journal import JournalSource
 from .logs import configure_logging
 from .metrics import SentinelCollector, UnitView
-from .model import Comparison, Stats
-from .pipeline import CommitFailed, Pipeline, load_rules_and_policy, source_key
+from .model import Comparison, Finding, Stats
+from .pipeline import CommitFailed, Pipeline, evaluate, load_rules_and_policy, source_key
 from .state import StateStore
 
 log = structlog.get_logger("sglang_sentinel")
@@ -63,22 +65,34 @@ class _Server(ThreadingMixIn, WSGIServer):
     allow_reuse_address = True
 
 
-def _landing(app: Callable[..., Any]) -> Callable[..., Any]:
-    page = (
-        "<html><head><title>sglang-sentinel</title></head><body>"
-        f"<h1>sglang-sentinel {__version__}</h1>"
-        '<p><a href="/metrics">Metrics</a></p></body></html>'
-    ).encode()
+# The page forbids loading anything; the header repeats the page's own meta policy.
+_PAGE_HEADERS = [
+    ("Content-Type", "text/html; charset=utf-8"),
+    ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:"),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Cache-Control", "no-store"),
+]
+PAGE_REFRESH_S = 30
+
+
+def _landing(app: Callable[..., Any], page: Callable[[], str]) -> Callable[..., Any]:
+    """`/metrics` to the exporter, `/` to the status page, anything else 404."""
 
     def wsgi(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         path = environ.get("PATH_INFO", "/")
         if path == "/metrics":
             return app(environ, start_response)
         if path in ("/", ""):
-            start_response("200 OK", [("Content-Type", "text/html; charset=utf-8")])
-            return [page]
+            try:
+                body = page().encode()
+            except SentinelError as exc:
+                log.error("status_page_failed", error=str(exc))
+                start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
+                return [b"status page unavailable; see the sentinel's log\n"]
+            start_response("200 OK", _PAGE_HEADERS)
+            return [body]
         start_response("404 Not Found", [("Content-Type", "text/plain")])
-        return [b"not found; see /metrics\n"]
+        return [b"not found; see / or /metrics\n"]
 
     return wsgi
 
@@ -100,8 +114,10 @@ class Daemon:
         *,
         config_path: Path | None = None,
         loader: Callable[[], Config] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
+        self._clock = clock
         # How SIGHUP re-reads the configuration: the CLI passes its own loader so that command
         # line overrides (--listen, --state-dir, ...) apply again and are not seen as changes.
         if loader is None and config_path is not None:
@@ -132,7 +148,12 @@ class Daemon:
         # invocation -> (outcome, checks) last logged, for the most recent startups only.
         self._announced: dict[str, tuple[str, tuple[str, ...]]] = {}
         self.pusher: AlertPusher | None = None
-        self._open_findings: dict[str, set[str]] = {}  # unit -> open check ids, for raised/cleared
+        # unit -> open check id -> invocation (8 hex), for finding_raised / finding_cleared
+        self._open_findings: dict[str, dict[str, str]] = {}
+        # The page reads through its own connection: it sees committed state only and never
+        # shares the writer's connection (or the collector's lock) with HTTP threads.
+        self._page_lock = threading.Lock()
+        self._page_store: StateStore | None = None
         # A failed commit: when to retry it, the next wait, and the failures in this episode.
         self._view_faults: set[tuple[str, str]] = set()
         self._retry_at: float | None = None
@@ -173,17 +194,21 @@ class Daemon:
                 else self.store.latest(unit, decided=True)
             )
             comparison = None
-            if decided is not None:
-                try:
+            starting = None
+            try:
+                if decided is not None:
                     comparison = self.pipeline.evaluator(self.store, decided, self.policy)
-                except Exception as exc:  # one unit's fault never empties /metrics
-                    self._view_failed(unit, exc)
+                if latest is not None and latest.outcome == "starting":
+                    starting = evaluate(self.store, latest, self.policy, now=self._clock())
+            except Exception as exc:  # one unit's fault never empties /metrics
+                self._view_failed(unit, exc)
             views.append(
                 UnitView(
                     unit=unit,
                     comparison=comparison,
-                    in_progress=latest is not None and latest.outcome == "starting",
+                    in_progress=starting is not None,
                     outcome_counts=self.store.outcome_counts(unit),
+                    starting=starting,
                 )
             )
         self._snapshot = _Snapshot(tuple(views), frozenset(self.store.baselines()))
@@ -197,6 +222,20 @@ class Daemon:
         self._view_faults.add(key)
         self.pipeline._failed("metrics", exc, unit=unit)
 
+    def status_page(self) -> str:
+        """The page served at `/`: the same renderer as `sentinel report --html`."""
+        with self._page_lock:
+            if self._page_store is None:
+                self._page_store = StateStore(self.config.state_dir, readonly=True)
+            statuses = collect_status(self._page_store, self.config.units, self.policy)
+        return render_page(
+            statuses,
+            generated_at=time.time(),
+            version=__version__,
+            refresh_seconds=PAGE_REFRESH_S,
+            metrics_link=True,
+        )
+
     # -- lifecycle --------------------------------------------------------------------------------
 
     def serve(self) -> None:
@@ -205,7 +244,7 @@ class Daemon:
             server = make_server(
                 host,
                 port,
-                _landing(make_wsgi_app(self.registry)),
+                _landing(make_wsgi_app(self.registry), self.status_page),
                 server_class=_Server,
                 handler_class=_QuietHandler,
             )
@@ -383,14 +422,24 @@ class Daemon:
             self._sync_findings()
 
     def _sync_findings(self) -> None:
-        """Log findings raised/cleared per unit and hand the open set to the alert pusher."""
-        decided = [v.comparison for v in self.views() if v.comparison is not None]
-        for c in decided:
-            unit, inv = c.record.unit, c.record.invocation_id[:8]
-            now = {f.check: f for f in c.findings}
-            before = self._open_findings.get(unit, set())
-            for check in sorted(now.keys() - before):
-                f = now[check]
+        """Log findings raised/cleared per unit and hand the open set to the alert pusher.
+
+        A unit's open set is the findings of its latest decided startup plus `startup_stalled`
+        of the startup under way, once that one has been starting for too long.
+        """
+        wanted: list[Comparison] = []
+        for view in self.views():
+            unit = view.unit
+            now: dict[str, tuple[str, Finding]] = {}
+            for c in (view.comparison, view.starting):
+                if c is not None:
+                    if c is view.comparison or c.findings:
+                        wanted.append(c)
+                    inv = c.record.invocation_id[:8]
+                    now.update({f.check: (inv, f) for f in c.findings})
+            before = self._open_findings.get(unit, {})
+            for check in sorted(now.keys() - before.keys()):
+                inv, f = now[check]
                 log.warning(
                     "finding_raised",
                     unit=unit,
@@ -399,11 +448,24 @@ class Daemon:
                     severity=f.severity,
                     message=f.message,
                 )
-            for check in sorted(before - now.keys()):
-                log.info("finding_cleared", unit=unit, invocation=inv, check=check)
-            self._open_findings[unit] = set(now)
+            for check in sorted(before.keys() - now.keys()):
+                log.info("finding_cleared", unit=unit, invocation=before[check], check=check)
+            self._open_findings[unit] = {check: inv for check, (inv, _) in now.items()}
         if self.pusher is not None:
-            self.pusher.update(decided)
+            self.pusher.update(wanted)
+
+    def _stall_due(self) -> bool:
+        """True when a startup under way has passed its stall time since the last snapshot."""
+        now = self._clock()
+        for view in self.views():
+            c = view.starting
+            if (
+                c is not None
+                and not c.findings
+                and now - c.record.started_at >= stall_after(c.baseline, self.policy)
+            ):
+                return True
+        return False
 
     def _housekeeping(self) -> None:
         version = self.store.data_version()
@@ -413,6 +475,11 @@ class Daemon:
                 log.info("state_changed_externally", reason="baseline pinned or unpinned")
                 self._sync_findings()
             self._data_version = version
+        # The stall timer (the loop wakes at least every HOUSEKEEPING_S): a startup that logs
+        # nothing more still becomes stalled on time.
+        if self._stall_due():
+            self.publish()
+            self._sync_findings()
         self._ping_watchdog()
         self._update_status()
 
@@ -510,6 +577,10 @@ class Daemon:
             self._server.server_close()
         self.source.close()
         self.store.close()
+        with self._page_lock:
+            if self._page_store is not None:
+                self._page_store.close()
+                self._page_store = None
 
 
 def _watchdog_interval() -> float:
