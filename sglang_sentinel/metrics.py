@@ -344,10 +344,10 @@ class SentinelCollector(Collector):
             "Transactions that failed (database locked, disk full) and were retried.",
             value=s.commit_failures,
         )
-        yield GaugeMetricFamily(
-            PREFIX + "journal_files_corrupt",
-            "Journal files found corrupt while reading (entries in them may be skipped).",
-            value=s.journal_files_corrupt,
+        yield CounterMetricFamily(
+            PREFIX + "journal_corrupt_reads",
+            "Journal reads that hit a corrupt file (EBADMSG) and skipped it.",
+            value=s.journal_corrupt_reads,
         )
         build = InfoMetricFamily(PREFIX + "build", "sglang-sentinel build.", labels=["version"])
         build.add_metric([__version__], {})

@@ -91,8 +91,8 @@ class Stats:
     processing_errors: dict[str, int] = field(default_factory=dict)
     # Transactions that failed (database locked, disk full, ...) and were retried.
     commit_failures: int = 0
-    # Journal files found corrupt while reading (EBADMSG and the like).
-    journal_files_corrupt: int = 0
+    # Journal reads that hit a corrupt file (EBADMSG) and skipped it.
+    journal_corrupt_reads: int = 0
 
 
 @dataclass(frozen=True, slots=True)
