@@ -6,6 +6,7 @@ Evidence, not blame: nothing here claims that a flag caused a drop.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any, Literal
 import yaml
 
 from .errors import ConfigError
+from .fact_ranges import describe
 from .model import Comparison, FactValue, Finding, Severity, StartupRecord
 from .serverargs import diff_server_args
 from .serverargs_diff import switch_flags, switched_off_by
@@ -26,6 +28,8 @@ CHECKS = (
     "moe_config_missing",
     "startup_failed",
     "fact_missing",
+    "fact_invalid",
+    "startup_stalled",
 )
 _DROP_CHECKS = {
     "max_running_requests_drop": ("max_running_requests", "max_running_requests"),
@@ -40,7 +44,11 @@ _KEYS = {
     "max_running_requests_drop": {"warning_drop_percent", "critical_drop_percent", "enabled"},
     "kv_cache_tokens_drop": {"warning_drop_percent", "critical_drop_percent", "enabled"},
     "fact_missing": {"severity", "facts", "enabled"},
+    "startup_stalled": {"severity", "enabled", "baseline_multiple", "min_seconds"},
 }
+# startup_stalled defaults (rules/policy.yaml sets them too): 3x the baseline, at least 15 min.
+STALL_BASELINE_MULTIPLE = 3.0
+STALL_MIN_SECONDS = 900.0
 
 
 def default_policy_path() -> Path:
@@ -115,6 +123,12 @@ def _validate_policy(checks: Mapping[str, Mapping[str, Any]], where: str) -> lis
                 isinstance(value, list) and all(isinstance(v, str) for v in value)
             ):
                 problems.append(f"{path}: must be a list of fact names")
+            elif key in ("baseline_multiple", "min_seconds") and (
+                not isinstance(value, int | float)
+                or isinstance(value, bool)
+                or not 0 < value <= 1e7
+            ):
+                problems.append(f"{path}: must be a positive number; got {value!r}")
             elif key == "enabled" and not isinstance(value, bool):
                 problems.append(f"{path}: must be true or false; got {value!r}")
     return problems
@@ -128,9 +142,15 @@ def compare(
     baseline: StartupRecord | None,
     kind: Literal["pinned", "previous"] | None,
     policy: Policy,
+    now: float | None = None,
 ) -> Comparison:
-    """Compare `record` with `baseline`; a startup still starting yields no findings yet."""
+    """Compare `record` with `baseline`; a startup still starting yields no findings yet, except
+    `startup_stalled` when `now` (unix seconds) is past its policy time."""
     findings: list[Finding] = []
+    if record.outcome == "starting" and now is not None:
+        stalled = _stall_finding(record, baseline, policy, now)
+        if stalled is not None:
+            findings.append(stalled)
     evidence = tuple(common_evidence(record, baseline)) if baseline is not None else ()
     if record.outcome == "failed" and policy.enabled("startup_failed"):
         findings.append(
@@ -141,6 +161,20 @@ def compare(
                 current="failed",
                 message=f"startup failed: {record.failure_reason or 'no reason logged'}",
                 evidence=evidence,
+            )
+        )
+    if record.notes and record.outcome != "starting" and policy.enabled("fact_invalid"):
+        findings.append(
+            Finding(
+                check="fact_invalid",
+                severity=policy.severity("fact_invalid"),
+                baseline=None,
+                current=tuple(
+                    n.split("=", 1)[0].removeprefix("fact_invalid: ") for n in record.notes
+                ),
+                message="facts reported with impossible values, recorded as null: "
+                + "; ".join(n.removeprefix("fact_invalid: ") for n in record.notes),
+                evidence=record.notes,
             )
         )
     if record.outcome != "ready" or baseline is None or baseline is record:
@@ -160,6 +194,39 @@ def compare(
     if f:
         findings.append(f)
     return Comparison(record, baseline, kind, tuple(findings))
+
+
+def stall_after(baseline: StartupRecord | None, policy: Policy) -> float:
+    """Seconds after its start at which a startup still starting is stalled."""
+    settings = policy.checks.get("startup_stalled", {})
+    multiple = float(settings.get("baseline_multiple", STALL_BASELINE_MULTIPLE))
+    floor = float(settings.get("min_seconds", STALL_MIN_SECONDS))
+    took = baseline.fact("startup_seconds") if baseline is not None else None
+    if _is_number(took):
+        assert isinstance(took, int | float)
+        return max(floor, multiple * float(took))
+    return floor
+
+
+def _stall_finding(
+    record: StartupRecord, baseline: StartupRecord | None, policy: Policy, now: float
+) -> Finding | None:
+    if not policy.enabled("startup_stalled"):
+        return None
+    limit = stall_after(baseline, policy)
+    elapsed = now - record.started_at
+    if elapsed < limit:
+        return None
+    took = baseline.fact("startup_seconds") if baseline is not None else None
+    base = f"the baseline was ready in {_fmt(took)} s" if _is_number(took) else "no baseline time"
+    return Finding(
+        check="startup_stalled",
+        severity=policy.severity("startup_stalled"),
+        baseline=took,
+        current=round(elapsed, 3),
+        message=f"still starting after {elapsed:.0f} s (limit {limit:.0f} s; {base}): "
+        "neither ready nor failed",
+    )
 
 
 def _drop_finding(
@@ -358,6 +425,10 @@ def _is_number(value: FactValue) -> bool:
 def _fmt(value: object) -> str:
     if value is None:
         return "unset"
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)  # inf, -inf, nan: int(value) would raise
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        return describe(value)
     if isinstance(value, float):
         return f"{value:.2f}".rstrip("0").rstrip(".") if value != int(value) else f"{value:.2f}"
     return str(value)

@@ -28,13 +28,14 @@ from systemd import daemon as sd
 
 from . import __version__
 from .alerts import AlertPusher
+from .compare import stall_after
 from .config import Config, load_config
 from .errors import ConfigError, JournalError, RuleError, SentinelError
 from .html import collect_status, render_page
 from .journal import JournalSource
 from .logs import configure_logging
 from .metrics import SentinelCollector, UnitView
-from .model import Comparison, Stats
+from .model import Comparison, Finding, Stats
 from .pipeline import Pipeline, evaluate, load_rules_and_policy, source_key
 from .state import StateStore
 
@@ -104,8 +105,10 @@ class Daemon:
         *,
         config_path: Path | None = None,
         loader: Callable[[], Config] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
+        self._clock = clock
         # How SIGHUP re-reads the configuration: the CLI passes its own loader so that command
         # line overrides (--listen, --state-dir, ...) apply again and are not seen as changes.
         if loader is None and config_path is not None:
@@ -136,7 +139,8 @@ class Daemon:
         # invocation -> (outcome, checks) last logged, for the most recent startups only.
         self._announced: dict[str, tuple[str, tuple[str, ...]]] = {}
         self.pusher: AlertPusher | None = None
-        self._open_findings: dict[str, set[str]] = {}  # unit -> open check ids, for raised/cleared
+        # unit -> open check id -> invocation (8 hex), for finding_raised / finding_cleared
+        self._open_findings: dict[str, dict[str, str]] = {}
         # The page reads through its own connection: it sees committed state only and never
         # shares the writer's connection (or the collector's lock) with HTTP threads.
         self._page_lock = threading.Lock()
@@ -176,12 +180,16 @@ class Daemon:
                 else self.store.latest(unit, decided=True)
             )
             comparison = evaluate(self.store, decided, self.policy) if decided else None
+            starting = None
+            if latest is not None and latest.outcome == "starting":
+                starting = evaluate(self.store, latest, self.policy, now=self._clock())
             views.append(
                 UnitView(
                     unit=unit,
                     comparison=comparison,
-                    in_progress=latest is not None and latest.outcome == "starting",
+                    in_progress=starting is not None,
                     outcome_counts=self.store.outcome_counts(unit),
+                    starting=starting,
                 )
             )
         self._snapshot = _Snapshot(tuple(views), frozenset(self.store.baselines()))
@@ -351,14 +359,24 @@ class Daemon:
             self._sync_findings()
 
     def _sync_findings(self) -> None:
-        """Log findings raised/cleared per unit and hand the open set to the alert pusher."""
-        decided = [v.comparison for v in self.views() if v.comparison is not None]
-        for c in decided:
-            unit, inv = c.record.unit, c.record.invocation_id[:8]
-            now = {f.check: f for f in c.findings}
-            before = self._open_findings.get(unit, set())
-            for check in sorted(now.keys() - before):
-                f = now[check]
+        """Log findings raised/cleared per unit and hand the open set to the alert pusher.
+
+        A unit's open set is the findings of its latest decided startup plus `startup_stalled`
+        of the startup under way, once that one has been starting for too long.
+        """
+        wanted: list[Comparison] = []
+        for view in self.views():
+            unit = view.unit
+            now: dict[str, tuple[str, Finding]] = {}
+            for c in (view.comparison, view.starting):
+                if c is not None:
+                    if c is view.comparison or c.findings:
+                        wanted.append(c)
+                    inv = c.record.invocation_id[:8]
+                    now.update({f.check: (inv, f) for f in c.findings})
+            before = self._open_findings.get(unit, {})
+            for check in sorted(now.keys() - before.keys()):
+                inv, f = now[check]
                 log.warning(
                     "finding_raised",
                     unit=unit,
@@ -367,11 +385,24 @@ class Daemon:
                     severity=f.severity,
                     message=f.message,
                 )
-            for check in sorted(before - now.keys()):
-                log.info("finding_cleared", unit=unit, invocation=inv, check=check)
-            self._open_findings[unit] = set(now)
+            for check in sorted(before.keys() - now.keys()):
+                log.info("finding_cleared", unit=unit, invocation=before[check], check=check)
+            self._open_findings[unit] = {check: inv for check, (inv, _) in now.items()}
         if self.pusher is not None:
-            self.pusher.update(decided)
+            self.pusher.update(wanted)
+
+    def _stall_due(self) -> bool:
+        """True when a startup under way has passed its stall time since the last snapshot."""
+        now = self._clock()
+        for view in self.views():
+            c = view.starting
+            if (
+                c is not None
+                and not c.findings
+                and now - c.record.started_at >= stall_after(c.baseline, self.policy)
+            ):
+                return True
+        return False
 
     def _housekeeping(self) -> None:
         version = self.store.data_version()
@@ -381,6 +412,11 @@ class Daemon:
                 log.info("state_changed_externally", reason="baseline pinned or unpinned")
                 self._sync_findings()
             self._data_version = version
+        # The stall timer (the loop wakes at least every HOUSEKEEPING_S): a startup that logs
+        # nothing more still becomes stalled on time.
+        if self._stall_due():
+            self.publish()
+            self._sync_findings()
         self._ping_watchdog()
         self._update_status()
 

@@ -142,6 +142,8 @@ class StartupRecord:
     ended_at: float | None = None
     rule_hits: Mapping[str, int] = field(default_factory=dict)  # rule id -> lines matched
     runtime: Mapping[str, FactValue] = field(default_factory=dict)  # latest batch-line values
+    # Why facts are null although a line reported them (fact_ranges.py: not finite, out of range).
+    notes: tuple[str, ...] = ()
 
     def fact(self, name: str) -> FactValue:
         return self.facts.get(name)

@@ -37,15 +37,21 @@ def source_key(config: Config) -> str:
     return "system"
 
 
-def evaluate(store: StateStore, record: StartupRecord, policy: Policy) -> Comparison:
-    """Compare `record` with its unit's pinned baseline, else the previous ready startup."""
+def evaluate(
+    store: StateStore, record: StartupRecord, policy: Policy, now: float | None = None
+) -> Comparison:
+    """Compare `record` with its unit's pinned baseline, else the previous ready startup.
+
+    `now` (unix seconds) lets a startup still starting be judged stalled; stored comparisons are
+    made without it, since a stall is a matter of the time it is looked at.
+    """
     pinned_id = store.baseline_id(record.unit)
     if pinned_id is not None:
         pinned = store.startup(pinned_id)
         if pinned is not None:
-            return compare(record, pinned, "pinned", policy)
+            return compare(record, pinned, "pinned", policy, now)
     previous = store.previous_ready(record)
-    return compare(record, previous, "previous" if previous else None, policy)
+    return compare(record, previous, "previous" if previous else None, policy, now)
 
 
 class Pipeline:

@@ -60,8 +60,22 @@ def load_rules(dirs: Sequence[Path]) -> RuleSet:
 
 
 def check_rules(dirs: Sequence[Path]) -> list[str]:
-    """Every problem in the rule files of `dirs` as `file:rule_id: message`; empty when all is fine."""
-    return _load(dirs)[1]
+    """Every problem in the rule files of `dirs` as `file:rule_id: message`; empty when all is fine.
+
+    A directory without any rule file is a problem here (a mistyped path must not say "ok").
+    """
+    problems = _load(dirs)[1]
+    for directory in dirs:
+        if directory.is_dir() and not any(_rule_files(directory)):
+            problems.append(f"{directory}:-: no rule files (*.yaml other than {POLICY_FILE})")
+    return problems
+
+
+def _rule_files(directory: Path) -> list[Path]:
+    return sorted(
+        (p for p in directory.glob("*.yaml") if p.name != POLICY_FILE and p.is_file()),
+        key=lambda p: p.name,
+    )
 
 
 # --- loading -------------------------------------------------------------------------------
@@ -101,11 +115,7 @@ def _load(dirs: Sequence[Path]) -> tuple[list[Rule], list[str]]:
         if not directory.is_dir():
             problems.append(f"{directory}:-: rules directory does not exist or is not a directory")
             continue
-        files = sorted(
-            (p for p in directory.glob("*.yaml") if p.name != POLICY_FILE and p.is_file()),
-            key=lambda p: p.name,
-        )
-        for path in files:
+        for path in _rule_files(directory):
             for rule in _load_file(path, problems):
                 merged[rule.id] = rule
     rules = list(merged.values())

@@ -176,8 +176,21 @@ class Rule:
         return facts
 
 
+def _to_int(raw: str) -> int:
+    # int() and float() accept any Unicode digit ("٤٨" is 48); a number in a log line is ASCII.
+    if not raw.isascii():
+        raise ValueError(f"non-ASCII digits in {raw!r}")
+    return int(raw)
+
+
+def _to_float(raw: str) -> float:
+    if not raw.isascii():
+        raise ValueError(f"non-ASCII digits in {raw!r}")
+    return float(raw)
+
+
 def _to_gb(raw: str) -> float:
-    return float(raw.removesuffix("GiB").removesuffix("GB").strip())
+    return _to_float(raw.removesuffix("GiB").removesuffix("GB").strip())
 
 
 def _to_bool(raw: str) -> bool:
@@ -189,7 +202,14 @@ def _to_item(raw: str) -> tuple[str, ...]:
 
 
 _CONVERTERS: Final[Mapping[str, Callable[[str], FactValue]]] = MappingProxyType(
-    {"int": int, "float": float, "gb": _to_gb, "bool": _to_bool, "str": str, "list": _to_item}
+    {
+        "int": _to_int,
+        "float": _to_float,
+        "gb": _to_gb,
+        "bool": _to_bool,
+        "str": str,
+        "list": _to_item,
+    }
 )
 
 
