@@ -346,11 +346,16 @@ def _panels() -> Iterator[Panel]:
         g,
         "state-timeline",
         "Startup timeline",
-        "Per unit: ready, failed (the latest decided startup) or starting (a startup under way).",
+        "Per unit: ready or failed (the latest decided startup), starting (a startup under way) "
+        "or stalled (under way for longer than the startup_stalled policy allows).",
         [
             target(
-                f"max by ({BY}) ({PREFIX}startup_ready{{{SEL}}})"
-                f" + 2 * max by ({BY}) ({PREFIX}startup_in_progress{{{SEL}}})",
+                # ready 1 / failed 0, + 2 while a startup is under way, + 4 once it is stalled;
+                # a unit whose first startup is under way has no startup_ready yet.
+                f"(max by ({BY}) ({PREFIX}startup_ready{{{SEL}}})"
+                f" or 0 * max by ({BY}) ({PREFIX}startup_in_progress{{{SEL}}}))"
+                f" + 2 * max by ({BY}) ({PREFIX}startup_in_progress{{{SEL}}})"
+                f' + 4 * max by ({BY}) ({PREFIX}regression{{{SEL}, check="startup_stalled"}})',
                 "{{instance}} {{unit}}",
             )
         ],
@@ -359,7 +364,7 @@ def _panels() -> Iterator[Panel]:
         options={"showValue": "never", "mergeValues": True, "rowHeight": 0.8},
         field={
             "color": {"mode": "thresholds"},
-            "thresholds": _thresholds((None, "red"), (1, "green"), (2, "blue")),
+            "thresholds": _thresholds((None, "red"), (1, "green"), (2, "blue"), (4, "orange")),
             "mappings": [
                 {
                     "type": "value",
@@ -374,6 +379,14 @@ def _panels() -> Iterator[Panel]:
                         "from": 2,
                         "to": 3,
                         "result": {"text": "starting", "color": "blue"},
+                    },
+                },
+                {
+                    "type": "range",
+                    "options": {
+                        "from": 4,
+                        "to": 7,
+                        "result": {"text": "stalled", "color": "orange"},
                     },
                 },
             ],

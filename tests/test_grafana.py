@@ -237,6 +237,7 @@ def test_every_panel_query_returns_data_from_prometheus(
                 (scenario.seed_unit, "kv_cache_tokens_drop", "warning"),
                 (scenario.seed_unit, "piecewise_cuda_graph_disabled", "warning"),
                 (scenario.failed_unit, "startup_failed", "critical"),
+                (scenario.stalled_unit, "startup_stalled", "warning"),
             ]
         )
         timeline = query(concrete(exprs["Startup timeline A"]))
@@ -244,6 +245,7 @@ def test_every_panel_query_returns_data_from_prometheus(
             scenario.seed_unit: "1",
             scenario.ok_unit: "1",
             scenario.failed_unit: "0",
+            scenario.stalled_unit: "7",  # ready before, a startup under way, stalled
         }
         to_ready = query(concrete(exprs["Startup phase durations (latest vs baseline) D"]))
         assert {r["metric"]["unit"]: r["value"][1] for r in to_ready}[scenario.seed_unit] == "204"
