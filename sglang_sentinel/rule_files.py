@@ -18,6 +18,7 @@ import yaml
 
 from sglang_sentinel.errors import RuleError
 from sglang_sentinel.model import KNOWN_FACTS, FactValue
+from sglang_sentinel.rule_regex import RegexError, RuleRegex
 from sglang_sentinel.rule_shapes import split_prefix
 from sglang_sentinel.rules import (
     FACT_TYPES,
@@ -219,20 +220,18 @@ def _parse_rule(
     return rule if len(problems) == before else None
 
 
-def _compile(pattern: object, bad: Any) -> re.Pattern[str] | None:
+def _compile(pattern: object, bad: Any) -> RuleRegex | None:
     if not isinstance(pattern, str) or not pattern:
         bad("`regex` must be a non-empty string")
         return None
     try:
-        return re.compile(pattern)
-    except (re.error, OverflowError, RecursionError) as exc:
-        bad(f"regex does not compile: {exc}")
+        return RuleRegex(pattern)
+    except RegexError as exc:
+        bad(str(exc))
         return None
 
 
-def _parse_facts(
-    raw: object, regex: re.Pattern[str] | None, bad: Any
-) -> tuple[FactSpec, ...] | None:
+def _parse_facts(raw: object, regex: RuleRegex | None, bad: Any) -> tuple[FactSpec, ...] | None:
     if raw is None:
         return ()
     if not isinstance(raw, dict):
@@ -261,7 +260,7 @@ def _parse_facts(
 
 
 def _parse_fact(
-    name: str, definition: object, regex: re.Pattern[str] | None, bad: Any
+    name: str, definition: object, regex: RuleRegex | None, bad: Any
 ) -> FactSpec | None:
     if isinstance(definition, str):
         definition = {"type": definition}

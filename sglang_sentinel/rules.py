@@ -15,7 +15,6 @@ here); the prefix and regex analysis the matcher relies on is in `rule_shapes`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from sglang_sentinel.errors import RuleError
 from sglang_sentinel.model import RUNTIME_FACTS, FactValue, Rank, RuleMatch
+from sglang_sentinel.rule_regex import Found, RuleRegex
 from sglang_sentinel.rule_shapes import (
     BRACKET_RE,
     DECORATION_RE,
@@ -102,7 +102,7 @@ class Rule:
 
     id: str
     contains: str
-    regex: re.Pattern[str]
+    regex: RuleRegex
     facts: tuple[FactSpec, ...]
     scope: Scope = "startup"
     description: str = ""
@@ -141,12 +141,12 @@ class Rule:
             return None
         return self.facts_of(found)
 
-    def deferrable(self, found: re.Match[str]) -> bool:
+    def deferrable(self, found: Found) -> bool:
         """True when `facts_of(found)` cannot fail, so a caller may keep the line and convert it
         later (or never, when a newer line replaces it)."""
-        return self._numbers_only and found.end() - found.start() <= DEFERRABLE_SPAN
+        return self._numbers_only and found.size <= DEFERRABLE_SPAN
 
-    def fact_names(self, found: re.Match[str]) -> frozenset[str]:
+    def fact_names(self, found: Found) -> frozenset[str]:
         """The facts `facts_of(found)` yields when it converts: all but those of optional
         groups that did not take part."""
         names = [name for name, _ in self._constants]
@@ -162,7 +162,7 @@ class Rule:
         found = self.regex.search(raw[end:].decode("utf-8", "replace"))
         return None if found is None else self.facts_of(found)
 
-    def facts_of(self, found: re.Match[str]) -> dict[str, FactValue] | None:
+    def facts_of(self, found: Found) -> dict[str, FactValue] | None:
         """The facts of a regex match of this rule, or None when a value does not convert."""
         facts: dict[str, FactValue] = dict(self._constants)
         groups = found.groupdict()
@@ -323,7 +323,7 @@ class RuleSet:
         object.__setattr__(
             self,
             "_digit_blind",
-            frozenset(i for i in runtime_only if digit_blind(by_id[i].regex)),
+            frozenset(i for i in runtime_only if digit_blind(by_id[i].regex.pattern)),
         )
         object.__setattr__(self, "_prefix_memo", {})
         # The memo is exact only while no literal the candidates depend on has a digit.
@@ -419,7 +419,7 @@ class RuleSet:
             return None
         return self._batch(rule, found) or _EXACT_PATH
 
-    def _batch(self, rule: Rule, found: re.Match[str]) -> BatchMatch | None:
+    def _batch(self, rule: Rule, found: Found) -> BatchMatch | None:
         """The BatchMatch of a match of a runtime-only rule; None when it may fail to convert."""
         if not rule.deferrable(found):
             return None
