@@ -416,7 +416,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise NoDataError(str(exc)) from exc
     policy = _policy(config)
     units = list(args.units or config.units)
-    statuses = collect_status(store, units, policy)
+    statuses = collect_status(store, units, policy, now=time.time())
     if args.html is None:
         print(render_report([s.comparison for s in statuses if s.comparison is not None]))
         return EXIT_OK

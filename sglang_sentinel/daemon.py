@@ -227,7 +227,9 @@ class Daemon:
         with self._page_lock:
             if self._page_store is None:
                 self._page_store = StateStore(self.config.state_dir, readonly=True)
-            statuses = collect_status(self._page_store, self.config.units, self.policy)
+            statuses = collect_status(
+                self._page_store, self.config.units, self.policy, now=self._clock()
+            )
         return render_page(
             statuses,
             generated_at=time.time(),

@@ -509,7 +509,7 @@ class StartupTracker:
             elif isinstance(value, tuple):
                 have = b.facts.get(name)
                 merged = list(have) if isinstance(have, tuple) else []
-                merged.extend(v for v in value if v not in merged)
+                merged.extend(c for c in map(scrub_text, value) if c not in merged)
                 b.facts[name] = tuple(merged)
             else:
                 if name not in b.facts or (primary and name not in b.primary):
