@@ -230,7 +230,7 @@ WantedBy=multi-user.target
             where = self.sh("command -v sentinel").strip()
             if where != "/usr/local/bin/sentinel":
                 raise JourneyError(f"sentinel on PATH is {where!r}")
-            s.detail = self.sh("python3 --version; sentinel --version").replace("\n", ", ")
+            s.detail = ", ".join(self.sh("python3 --version; sentinel --version").split("\n")[:2])
 
         with self.step("stand-in SGLang unit") as s:
             self.standin_unit(f"--startup 1 --serve --delay-ms 1 {FLAGS}")
