@@ -236,7 +236,8 @@ def cmd_scan(args: argparse.Namespace) -> int:
     seen: dict[str, None] = {}
     while True:
         n = pipeline.process(limit=50_000)
-        for c in pipeline.commit():
+        # The last commit takes a split server_args line as it is: no continuation will come.
+        for c in pipeline.commit(final=n == 0):
             seen[c.record.invocation_id] = None
         if n == 0:
             break
