@@ -454,9 +454,7 @@ def compare_decode(
     # Like load: inside the baseline's range, widened by a quarter of it (the step-time model
     # is linear, so a short extrapolation is safe; a long one is not made).
     wp, wc = (hi_p - lo_p) / 4, (hi_c - lo_c) / 4
-    like = [
-        x for x in cur_all if lo_p - wp <= x[3] <= hi_p + wp and lo_c - wc <= x[4] <= hi_c + wc
-    ]
+    like = [x for x in cur_all if lo_p - wp <= x[3] <= hi_p + wp and lo_c - wc <= x[4] <= hi_c + wc]
     result["samples"] = len(like)
     if len(like) < settings.min_bucket_samples:
         return result
