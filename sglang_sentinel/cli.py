@@ -54,7 +54,15 @@ def _common(p: argparse.ArgumentParser, *, units: bool = True) -> None:
             action="append",
             dest="units",
             metavar="UNIT",
-            help="unit to look at; repeatable (default: the configured units)",
+            help="unit to look at (docker:NAME for a container); repeatable "
+            "(default: the configured units and containers)",
+        )
+        p.add_argument(
+            "--container",
+            action="append",
+            dest="containers",
+            metavar="NAME",
+            help="Docker container (journald log driver) to look at, by name; repeatable",
         )
 
 
@@ -135,8 +143,10 @@ def _load(args: argparse.Namespace) -> Config:
     overrides: dict[str, Any] = {}
     if getattr(args, "state_dir", None):
         overrides["state_dir"] = args.state_dir
-    if getattr(args, "units", None):
-        overrides["units"] = list(args.units)
+    # --unit and --container together replace the configured selection.
+    if getattr(args, "units", None) or getattr(args, "containers", None):
+        overrides["units"] = list(args.units or [])
+        overrides["containers"] = list(args.containers or [])
     if getattr(args, "journal_dir", None):
         overrides["journal.directory"] = str(args.journal_dir)
     if getattr(args, "journal_files", None):
@@ -152,7 +162,7 @@ def _policy(config: Config) -> Policy:
 
 def _source(config: Config) -> JournalSource:
     return JournalSource(
-        config.units, directory=config.journal.directory, files=config.journal.files
+        config.targets, directory=config.journal.directory, files=config.journal.files
     )
 
 
@@ -222,7 +232,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
 def cmd_startups(args: argparse.Namespace) -> int:
     config = _load(args)
     store = StateStore(config.state_dir, readonly=True)
-    records = store.startups(config.units)
+    records = store.startups(config.targets)
     baselines = {u: i for u, (i, _) in store.baselines().items()}
     if args.json:
         policy = _policy(config)
@@ -235,7 +245,7 @@ def cmd_startups(args: argparse.Namespace) -> int:
 def cmd_baseline(args: argparse.Namespace) -> int:
     config = _load(args)
     store = StateStore(config.state_dir, readonly=args.pin is None and not args.unpin)
-    units = list(args.units or config.units)
+    units = list(config.targets)
     if (args.pin is not None or args.unpin) and len(units) != 1:
         raise UsageError("name one unit with --unit to pin or unpin a baseline")
     if args.unpin:
@@ -284,7 +294,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     config = _load(args)
     store = StateStore(config.state_dir, readonly=True)
     policy = _policy(config)
-    units = list(args.units or config.units)
+    units = list(config.targets)
     if args.a and args.b:
         a, b = store.find_startup(args.a), store.find_startup(args.b)
     else:
@@ -318,7 +328,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     policy = _policy(config)
     worst = EXIT_OK
     results = []
-    units = list(args.units or config.units)
+    units = list(config.targets)
     for unit in units:
         records = store.startups([unit])
         if not records:

@@ -37,6 +37,7 @@ from .config_schema import (
     RulesConfig,
     choice,
     config_to_dict,
+    container_name,
     describe_keys,
     describe_value,
     duration,
@@ -153,10 +154,10 @@ class _Checker:
         return self.items(value, path, self.path)
 
     def units(self, value: Any, path: str) -> tuple[str, ...]:
-        units = self.items(value, path, unit_name)
-        if not value:
-            raise InvalidValue("at least one unit is needed, e.g. [sglang-qwen.service]")
-        return units
+        return self.items(value, path, unit_name)
+
+    def containers(self, value: Any, path: str) -> tuple[str, ...]:
+        return self.items(value, path, container_name)
 
     def urls(self, value: Any, path: str) -> tuple[str, ...]:
         return self.items(value, path, http_url(strict=True))
@@ -192,7 +193,15 @@ class _Checker:
         # Keys are checked in file order so the problem list reads top to bottom.
         top = self.section(raw, "")
         d = Config()
-        units = self.take(top, "units", "", d.units, self.units)
+        seen = len(self.problems)
+        containers = self.take(top, "containers", "", d.containers, self.containers)
+        # Containers alone watch no unit: the default unit applies only when neither is set.
+        default_units = () if containers and "units" not in top else d.units
+        units = self.take(top, "units", "", default_units, self.units)
+        if not units and not containers and len(self.problems) == seen:
+            self.problem(
+                "units", "at least one unit or container is needed, e.g. [sglang-qwen.service]"
+            )
 
         journal = self.section(top.get("journal"), "journal")
         directory = self.take(journal, "directory", "journal", d.journal.directory, self.path)
@@ -228,6 +237,7 @@ class _Checker:
         )
         return Config(
             units=units,
+            containers=containers,
             journal=JournalConfig(directory=directory, files=files),
             state_dir=state_dir,
             listen=listen,

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, Literal, get_args
 
+from .containers import CONTAINER_NAME, DOCKER_PREFIX
 from .redact import scrub_text
 
 STATE_DIR_ENV: Final = "SENTINEL_STATE_DIR"
@@ -85,6 +86,7 @@ class Config:
     """The effective configuration. Mappings are read-only views."""
 
     units: tuple[str, ...] = ("sglang-qwen.service",)
+    containers: tuple[str, ...] = ()  # Docker container names (journald log driver)
     journal: JournalConfig = field(default_factory=JournalConfig)
     state_dir: Path = Path("/var/lib/sglang-sentinel")
     listen: ListenAddress = field(default_factory=ListenAddress)
@@ -95,12 +97,19 @@ class Config:
     checkpoint_interval_seconds: float = 5.0
     max_replay_age_seconds: float | None = None
 
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """What is watched, by identity key: the units, then `docker:NAME` per container."""
+        return self.units + tuple(DOCKER_PREFIX + name for name in self.containers)
+
 
 # Every key the file may hold, with its one-line description. The unknown-key check, the
 # "did you mean" suggestions and describe_keys() (hence docs/config.md) all come from here, so
 # the three cannot drift apart. `policy` and `alertmanager.external_labels` are free-form leaves.
 KEYS: Final[Mapping[str, str]] = {
     "units": "systemd units to watch; '.service' is appended to a name without a unit suffix",
+    "containers": "Docker containers (journald log driver) to watch, by name; each is named "
+    "docker:NAME in reports, metrics and alerts",
     "journal.directory": "read the journal files in this directory instead of the system journal",
     "journal.files": "read these journal files instead of the system journal (not with directory)",
     "state_dir": "SQLite state: startup records, baselines, journal cursor "
@@ -243,9 +252,20 @@ def choice(choices: tuple[str, ...]) -> Callable[[Any, str], str]:
     return convert
 
 
+def container_name(value: Any, path: str) -> str:
+    if not isinstance(value, str) or not CONTAINER_NAME.fullmatch(value):
+        raise InvalidValue(
+            f"not a Docker container name: {describe_value(value)} "
+            "(letters, digits, '_', '.', '-'; e.g. sglang-qwen)"
+        )
+    return value
+
+
 def unit_name(value: Any, path: str) -> str:
     if not isinstance(value, str):
         raise InvalidValue(f"expected a unit name, got {describe_value(value)}")
+    if value.startswith(DOCKER_PREFIX):  # a container's identity key, e.g. --unit docker:NAME
+        return DOCKER_PREFIX + container_name(value[len(DOCKER_PREFIX) :], path)
     name = value if value.rpartition(".")[2] in _UNIT_SUFFIXES else f"{value}.service"
     m = _UNIT_NAME.fullmatch(name)
     if m is None or len(name) > 255:
@@ -325,6 +345,7 @@ def config_to_dict(config: Config, *, mask_secrets: bool = True) -> dict[str, An
     am = config.alertmanager
     return {
         "units": list(config.units),
+        "containers": list(config.containers),
         "journal": {
             "directory": opt(config.journal.directory),
             "files": [str(p) for p in config.journal.files],
@@ -386,6 +407,7 @@ __all__ = [
     "RulesConfig",
     "choice",
     "config_to_dict",
+    "container_name",
     "describe_keys",
     "describe_value",
     "duration",

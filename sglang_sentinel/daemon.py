@@ -81,7 +81,7 @@ class Daemon:
         self.rules, self.policy = load_rules_and_policy(config)
         self.store = StateStore(config.state_dir)
         self.source = JournalSource(
-            config.units, directory=config.journal.directory, files=config.journal.files
+            config.targets, directory=config.journal.directory, files=config.journal.files
         )
         self.stats = Stats()
         self.pipeline = Pipeline(
@@ -120,7 +120,7 @@ class Daemon:
 
     def views(self) -> list[UnitView]:
         out = []
-        for unit in self.config.units:
+        for unit in self.config.targets:
             latest = self.store.latest(unit)
             decided = (
                 latest
@@ -186,7 +186,7 @@ class Daemon:
         old_fd = signal.set_wakeup_fd(wake_w)
         handlers = self._install_signals()
         sd.notify("READY=1")
-        log.info("sentinel_started", units=list(self.config.units), version=__version__)
+        log.info("sentinel_started", units=list(self.config.targets), version=__version__)
         try:
             self._loop(wake_r)
         finally:
@@ -358,7 +358,7 @@ class Daemon:
         self.rules, self.policy = rules, policy
         self.pipeline.set_rules(rules)
         self.pipeline.policy = policy
-        if config.units != self.config.units or config.listen != self.config.listen:
+        if config.targets != self.config.targets or config.listen != self.config.listen:
             log.warning("reload_partial", reason="units and listen address apply after a restart")
         configure_logging(config.log.format, config.log.level)
         log.info("reload_done", rules=len(rules.rules))
