@@ -180,6 +180,12 @@ class _Checker:
                     self.problem(f"{path}.{name}", str(exc))
         return MappingProxyType(labels)
 
+    def label_value(self, value: Any, path: str) -> str:
+        text = label_string(value, path)
+        if not text:
+            raise InvalidValue("must not be empty")
+        return text
+
     def mapping(self, value: Any, path: str) -> Mapping[str, Any]:
         if not isinstance(value, Mapping):
             raise InvalidValue(f"expected a mapping, got {describe_value(value)}")
@@ -278,6 +284,8 @@ class _Checker:
             generator_url=self.take(
                 am, "generator_url", p, d.generator_url, http_url(strict=False)
             ),
+            instance=self.take(am, "instance", p, d.instance, self.label_value),
+            job=self.take(am, "job", p, d.job, self.label_value),
             external_labels=self.take(am, "external_labels", p, d.external_labels, self.labels),
             bearer_token_file=self.take(am, "bearer_token_file", p, d.bearer_token_file, self.path),
         )

@@ -77,6 +77,8 @@ class AlertmanagerConfig:
     timeout_seconds: float = 5.0
     resolve_resend_seconds: float = 300.0
     generator_url: str | None = None
+    instance: str | None = None  # None: the listen address, as Prometheus scrapes it
+    job: str = "sglang-sentinel"
     external_labels: Mapping[str, str] = field(default_factory=_empty_mapping)
     bearer_token_file: Path | None = None
 
@@ -129,8 +131,13 @@ KEYS: Final[Mapping[str, str]] = {
     "resolved, so a restarted or unreachable Alertmanager still learns it ended",
     "alertmanager.generator_url": "generatorURL set on every alert (e.g. a dashboard link); "
     "null = this sentinel's /metrics",
+    "alertmanager.instance": "instance label of pushed alerts: the scrape target Prometheus uses "
+    "for this sentinel, so both paths make one alert; null = the listen address (host name for "
+    "a wildcard address)",
+    "alertmanager.job": "job label of pushed alerts: the Prometheus job that scrapes the sentinel",
     "alertmanager.external_labels": "labels added to every alert (e.g. cluster); never override "
-    "the alert's own alertname, unit, check, severity, instance",
+    "the alert's own alertname, job, instance, unit, check, severity; set them to Prometheus's "
+    "external_labels",
     "alertmanager.bearer_token_file": "file whose content (trimmed) is sent as "
     "'Authorization: Bearer ...'; read at every push, so a rotated token needs no restart",
     "checkpoint_interval_seconds": "how often the journal cursor is saved while no line matches",
@@ -361,6 +368,8 @@ def config_to_dict(config: Config, *, mask_secrets: bool = True) -> dict[str, An
             "timeout_seconds": am.timeout_seconds,
             "resolve_resend_seconds": am.resolve_resend_seconds,
             "generator_url": None if am.generator_url is None else url(am.generator_url),
+            "instance": am.instance,
+            "job": am.job,
             "external_labels": dict(am.external_labels),
             "bearer_token_file": opt(am.bearer_token_file),
         },

@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from systemd import daemon as sd
 
 from . import __version__
-from .alerts import AlertPusher
+from .alerts import AlertPusher, default_instance
 from .config import Config, load_config
 from .errors import ConfigError, JournalError, RuleError, SentinelError
 from .journal import JournalSource
@@ -177,6 +177,7 @@ class Daemon:
             self.pusher = AlertPusher(
                 self.config.alertmanager,
                 stats=self.stats,
+                instance=default_instance(self.config.listen),
                 generator_url=f"http://{self.config.listen}/metrics",
             )
             self.pusher.start()

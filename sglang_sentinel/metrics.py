@@ -20,7 +20,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from . import __version__
-from .compare import CHECKS, Policy
+from .compare import CHECKS, Policy, reached_tiers
 from .model import Comparison, FactValue, StartupRecord, Stats
 
 PREFIX = "sglang_sentinel_"
@@ -154,7 +154,8 @@ class SentinelCollector(Collector):
         }
         regression = GaugeMetricFamily(
             PREFIX + "regression",
-            "1 while the latest startup shows this regression against its baseline.",
+            "1 while the latest startup shows this regression against its baseline at this "
+            "severity or worse; one series per severity the check can reach.",
             labels=["unit", "check", "severity"],
         )
         info = InfoMetricFamily(
@@ -218,8 +219,11 @@ class SentinelCollector(Collector):
             firing = {f.check: f for f in c.findings}
             for check in CHECKS:
                 f = firing.get(check)
-                severity = f.severity if f else _default_severity(policy, check)
-                regression.add_metric([unit, check, severity], 1.0 if f else 0.0)
+                # Series per tier, never relabelled: an escalation sets the critical series
+                # to 1 and leaves the warning one as it was, so its alert carries on.
+                reached = reached_tiers(check, f.severity) if f else ()
+                for tier in policy.tiers(check):
+                    regression.add_metric([unit, check, tier], 1.0 if tier in reached else 0.0)
             has_baseline.add_metric([unit], 1.0 if c.baseline is not None else 0.0)
             info.add_metric(
                 [
@@ -304,13 +308,6 @@ class SentinelCollector(Collector):
         build = InfoMetricFamily(PREFIX + "build", "sglang-sentinel build.", labels=["version"])
         build.add_metric([__version__], {})
         yield build
-
-
-def _default_severity(policy: Policy, check: str) -> str:
-    settings = policy.checks.get(check, {})
-    if "severity" in settings:
-        return str(settings["severity"])
-    return "warning"
 
 
 def _model_label(r: StartupRecord) -> str:

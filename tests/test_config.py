@@ -493,6 +493,8 @@ def test_config_to_dict_of_defaults(no_default_file: Path) -> None:
             "timeout_seconds": 5.0,
             "resolve_resend_seconds": 300.0,
             "generator_url": None,
+            "instance": None,
+            "job": "sglang-sentinel",
             "external_labels": {},
             "bearer_token_file": None,
         },
