@@ -20,6 +20,7 @@ import structlog
 import yaml
 
 from . import __version__
+from .baseline_file import BaselineFileError, export_document, mismatches, read_document
 from .compare import Policy, common_evidence
 from .config import Config, config_to_dict, load_config
 from .errors import ConfigError, JournalError, NoDataError, RuleError, SentinelError, UsageError
@@ -103,6 +104,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="pin STARTUP (invocation-id prefix or 'latest'; default the latest ready startup)",
     )
     g.add_argument("--unpin", action="store_true")
+    g.add_argument(
+        "--export",
+        type=Path,
+        metavar="FILE",
+        help="write the unit's pinned baseline to FILE (JSON, content-hashed, no secrets)",
+    )
+    g.add_argument(
+        "--import",
+        type=Path,
+        dest="import_file",
+        metavar="FILE",
+        help="pin the baseline in FILE for the unit; refused if model, TP size or GPU differ",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="with --import: import despite the differences"
+    )
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser(
@@ -244,10 +261,17 @@ def cmd_startups(args: argparse.Namespace) -> int:
 
 def cmd_baseline(args: argparse.Namespace) -> int:
     config = _load(args)
-    store = StateStore(config.state_dir, readonly=args.pin is None and not args.unpin)
+    if args.force and args.import_file is None:
+        raise UsageError("--force goes with --import")
+    writes = args.pin is not None or args.unpin or args.import_file is not None
+    store = StateStore(config.state_dir, readonly=not writes)
     units = list(config.targets)
-    if (args.pin is not None or args.unpin) and len(units) != 1:
-        raise UsageError("name one unit with --unit to pin or unpin a baseline")
+    if (writes or args.export is not None) and len(units) != 1:
+        raise UsageError("name one unit with --unit (or --container) for this baseline action")
+    if args.export is not None:
+        return _baseline_export(store, units[0], args.export, config.gpu or "")
+    if args.import_file is not None:
+        return _baseline_import(store, units[0], args.import_file, config.gpu or "", args.force)
     if args.unpin:
         removed = store.unpin(units[0])
         print(
@@ -286,6 +310,42 @@ def cmd_baseline(args: argparse.Namespace) -> int:
             print(f"{unit}: no baseline pinned (comparisons use the previous ready startup)")
         else:
             print(render_startups([pinned], {unit: pinned.invocation_id}))
+    return EXIT_OK
+
+
+def _baseline_export(store: StateStore, unit: str, path: Path, gpu: str) -> int:
+    pins = store.baselines()
+    record = store.startup(pins[unit][0]) if unit in pins else None
+    if record is None:
+        raise NoDataError(f"{unit}: no baseline pinned to export; pin one with --pin first")
+    doc = export_document(record, unit=unit, gpu=gpu)
+    try:
+        path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write: {exc.strerror or exc}") from exc
+    log.info("baseline_exported", unit=unit, sha256=doc["sha256"], path=str(path))
+    print(
+        f"{unit}: exported baseline {record.invocation_id[:8]} to {path} (sha256 {doc['sha256']})"
+    )
+    return EXIT_OK
+
+
+def _baseline_import(store: StateStore, unit: str, path: Path, gpu: str, force: bool) -> int:
+    file = read_document(path)
+    ready = [r for r in store.startups([unit]) if r.outcome == "ready"]
+    problems = mismatches(file, ready[-1] if ready else None, unit=unit, gpu=gpu)
+    if problems and not force:
+        raise BaselineFileError(
+            f"{path}: refusing to import for {unit}:\n  "
+            + "\n  ".join(problems)
+            + "\n(use --force to import anyway)"
+        )
+    with store.transaction():
+        store.save_startup(file.record, None)
+    store.pin(unit, file.record.invocation_id)
+    log.info("baseline_imported", unit=unit, sha256=file.sha256, forced=bool(problems))
+    note = f" despite: {'; '.join(problems)}" if problems else ""
+    print(f"{unit}: pinned imported baseline sha256 {file.sha256}{note}")
     return EXIT_OK
 
 

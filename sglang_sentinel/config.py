@@ -209,6 +209,7 @@ class _Checker:
                 "units", "at least one unit or container is needed, e.g. [sglang-qwen.service]"
             )
 
+        gpu = self.take(top, "gpu", "", d.gpu, label_string)
         journal = self.section(top.get("journal"), "journal")
         directory = self.take(journal, "directory", "journal", d.journal.directory, self.path)
         files = self.take(journal, "files", "journal", d.journal.files, self.paths)
@@ -244,6 +245,7 @@ class _Checker:
         return Config(
             units=units,
             containers=containers,
+            gpu=gpu,
             journal=JournalConfig(directory=directory, files=files),
             state_dir=state_dir,
             listen=listen,

@@ -89,6 +89,9 @@ class Config:
 
     units: tuple[str, ...] = ("sglang-qwen.service",)
     containers: tuple[str, ...] = ()  # Docker container names (journald log driver)
+    gpu: str | None = (
+        None  # the host's GPU model, e.g. "H100-SXM-80GB"; peers share model, TP and gpu
+    )
     journal: JournalConfig = field(default_factory=JournalConfig)
     state_dir: Path = Path("/var/lib/sglang-sentinel")
     listen: ListenAddress = field(default_factory=ListenAddress)
@@ -112,6 +115,8 @@ KEYS: Final[Mapping[str, str]] = {
     "units": "systemd units to watch; '.service' is appended to a name without a unit suffix",
     "containers": "Docker containers (journald log driver) to watch, by name; each is named "
     "docker:NAME in reports, metrics and alerts",
+    "gpu": "this host's GPU model as you name it fleet-wide (e.g. H100-SXM-80GB): the `gpu` label "
+    "of server_info/baseline_info that groups peers; a baseline import checks it",
     "journal.directory": "read the journal files in this directory instead of the system journal",
     "journal.files": "read these journal files instead of the system journal (not with directory)",
     "state_dir": "SQLite state: startup records, baselines, journal cursor "
@@ -353,6 +358,7 @@ def config_to_dict(config: Config, *, mask_secrets: bool = True) -> dict[str, An
     return {
         "units": list(config.units),
         "containers": list(config.containers),
+        "gpu": config.gpu,
         "journal": {
             "directory": opt(config.journal.directory),
             "files": [str(p) for p in config.journal.files],

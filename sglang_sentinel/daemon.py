@@ -112,6 +112,7 @@ class Daemon:
                 rule_hits=lambda: dict(self.pipeline.tracker.rule_hits),
                 policy=lambda: self.policy,
                 baselines_pinned=lambda: set(self.store.baselines()),
+                gpu=lambda: self.config.gpu or "",
             )
         )
         self.registry = registry

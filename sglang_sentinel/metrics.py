@@ -20,6 +20,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from . import __version__
+from .baseline_file import model_label, record_sha256, tp_label
 from .compare import CHECKS, Policy, reached_tiers
 from .model import Comparison, FactValue, StartupRecord, Stats
 
@@ -118,6 +119,7 @@ class SentinelCollector(Collector):
         policy: Callable[[], Policy],
         baselines_pinned: Callable[[], set[str]],
         clock: Callable[[], float] = time.time,
+        gpu: Callable[[], str] = str,
     ) -> None:
         self._views = views
         self._stats = stats
@@ -125,6 +127,8 @@ class SentinelCollector(Collector):
         self._policy = policy
         self._pinned = baselines_pinned
         self._clock = clock
+        self._gpu = gpu
+        self._hashes: dict[str, str] = {}  # baseline invocation id -> content sha256
         self._lock = threading.Lock()
 
     def collect(self) -> Iterator[Metric]:
@@ -136,6 +140,7 @@ class SentinelCollector(Collector):
 
     def _startup_metrics(self, views: Sequence[UnitView], pinned: set[str]) -> Iterator[Metric]:
         policy = self._policy()
+        gpu = self._gpu()
         current = {
             m.fact: GaugeMetricFamily(PREFIX + m.name, m.help, labels=["unit"])
             for m in FACT_METRICS
@@ -161,7 +166,13 @@ class SentinelCollector(Collector):
         info = InfoMetricFamily(
             PREFIX + "server",
             "The latest startup's model and layout.",
-            labels=["unit", "model", "tp_size", "attention_backend"],
+            labels=["unit", "model", "tp_size", "attention_backend", "gpu"],
+        )
+        baseline_info = InfoMetricFamily(
+            PREFIX + "baseline",
+            "The pinned baseline in use: its content hash (as in `sentinel baseline --export`), "
+            "model, TP size and this host's GPU.",
+            labels=["unit", "sha256", "model", "tp_size", "gpu"],
         )
         baseline_pinned = GaugeMetricFamily(
             PREFIX + "baseline_pinned",
@@ -228,12 +239,18 @@ class SentinelCollector(Collector):
             info.add_metric(
                 [
                     unit,
-                    _model_label(r),
+                    model_label(r),
                     _str(r.facts.get("tp_size")),
                     _str(r.facts.get("attention_backend")),
+                    gpu,
                 ],
                 {},
             )
+            if c.baseline is not None and c.baseline_kind == "pinned":
+                b = c.baseline
+                baseline_info.add_metric(
+                    [unit, self._sha256(b), model_label(b), tp_label(b), gpu], {}
+                )
             ready.add_metric([unit], 1.0 if r.outcome == "ready" else 0.0)
             started.add_metric([unit], r.started_at)
             if r.ready_at is not None:
@@ -244,6 +261,7 @@ class SentinelCollector(Collector):
         yield from (
             regression,
             info,
+            baseline_info,
             baseline_pinned,
             has_baseline,
             startups,
@@ -252,6 +270,15 @@ class SentinelCollector(Collector):
             started,
             ready_ts,
         )
+
+    def _sha256(self, baseline: StartupRecord) -> str:
+        # A baseline never changes once recorded ready; hash each one once.
+        sha = self._hashes.get(baseline.invocation_id)
+        if sha is None:
+            if len(self._hashes) > 1000:
+                self._hashes.clear()
+            sha = self._hashes[baseline.invocation_id] = record_sha256(baseline)
+        return sha
 
     def _self_metrics(self) -> Iterator[Metric]:
         s = self._stats
@@ -308,16 +335,6 @@ class SentinelCollector(Collector):
         build = InfoMetricFamily(PREFIX + "build", "sglang-sentinel build.", labels=["version"])
         build.add_metric([__version__], {})
         yield build
-
-
-def _model_label(r: StartupRecord) -> str:
-    served = r.server_args.get("served_model_name") if r.server_args else None
-    if isinstance(served, str) and served:
-        return served[:100]
-    path = r.facts.get("model_path")
-    if isinstance(path, str) and path:
-        return path.rstrip("/").rsplit("/", 1)[-1][:100]
-    return ""
 
 
 def _str(value: FactValue) -> str:
