@@ -9,9 +9,10 @@ say() { printf 'bootstrap: %s\n' "$*" >&2; }
 
 # make: runs the targets; gcc, pkg-config, libsystemd-dev: build systemd-python (no wheels);
 # systemd: journalctl, systemd-journald, systemd-analyze; systemd-journal-remote: export -> journal;
-# prometheus, prometheus-alertmanager, mtail, sqlite3: the real binaries the tests cross into.
+# prometheus, prometheus-alertmanager, mtail, sqlite3: the real binaries the tests cross into;
+# chromium, fonts-dejavu-core: the status page's browser test (headless, with known glyphs).
 APT_PACKAGES=(make gcc pkg-config libsystemd-dev systemd systemd-journal-remote
-    prometheus prometheus-alertmanager mtail sqlite3)
+    prometheus prometheus-alertmanager mtail sqlite3 chromium fonts-dejavu-core)
 PYTHON=${PYTHON:-python3}
 
 missing=()

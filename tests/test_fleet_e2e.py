@@ -26,7 +26,7 @@ from dockerjournal import DockerHost
 from journaltools import ExportValue, StartupScript, build_journal, write_export
 from sentinelproc import Sentinel, Sentinels, wait_until
 from test_alertmanager_e2e import PROMETHEUS, REPO, Spawn, http_get, require_binary, wait_for
-from test_alertmanager_e2e import spawn as spawn_fixture  # noqa: F401  (the `spawn` fixture)
+from test_alertmanager_e2e import spawn as spawn_fixture  # noqa: F401  (a fixture)
 
 from sglang_sentinel.cli import main
 
@@ -128,8 +128,9 @@ def prom_query(base: str, expr: str) -> list[dict[str, Any]] | None:
 
 
 def test_fleet_outlier_fires_and_its_peers_do_not(
-    spawn: Spawn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    spawn_fixture: Spawn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    spawn = spawn_fixture  # test_alertmanager_e2e's `spawn`: processes stopped by PID at teardown
     prometheus = require_binary(PROMETHEUS, "prometheus")
     t0 = time.monotonic()
 
