@@ -22,13 +22,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import test_alertmanager_e2e
 from dockerjournal import DockerHost
 from journaltools import ExportValue, StartupScript, build_journal, write_export
 from sentinelproc import Sentinel, Sentinels, wait_until
 from test_alertmanager_e2e import PROMETHEUS, REPO, Spawn, http_get, require_binary, wait_for
-from test_alertmanager_e2e import spawn as spawn_fixture  # noqa: F401  (a fixture)
 
 from sglang_sentinel.cli import main
+
+# The process fixture of the Alertmanager end-to-end test: every process stopped by PID.
+spawn = test_alertmanager_e2e.spawn
 
 pytestmark = pytest.mark.slow
 
@@ -128,9 +131,8 @@ def prom_query(base: str, expr: str) -> list[dict[str, Any]] | None:
 
 
 def test_fleet_outlier_fires_and_its_peers_do_not(
-    spawn_fixture: Spawn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    spawn: Spawn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    spawn = spawn_fixture  # test_alertmanager_e2e's `spawn`: processes stopped by PID at teardown
     prometheus = require_binary(PROMETHEUS, "prometheus")
     t0 = time.monotonic()
 
