@@ -1,7 +1,7 @@
 # The README's commands. Every target uses .venv/bin/... directly; bootstrap prepares it.
 BIN := .venv/bin
 
-.PHONY: bootstrap demo test check bench bench-smoke ci
+.PHONY: bootstrap demo test check bench bench-smoke ci dashboard
 
 bootstrap:
 	bash scripts/bootstrap.sh
@@ -17,6 +17,11 @@ check: bootstrap
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy --strict
 	$(BIN)/sentinel rules check
+	$(BIN)/python -m sglang_sentinel.grafana --check
+
+# Regenerate deploy/grafana/sglang-sentinel.json from sglang_sentinel/grafana.py.
+dashboard: bootstrap
+	$(BIN)/python -m sglang_sentinel.grafana
 
 bench: bootstrap
 	$(BIN)/python -m bench
