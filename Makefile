@@ -1,7 +1,7 @@
 # The README's commands. Every target uses .venv/bin/... directly; bootstrap prepares it.
 BIN := .venv/bin
 
-.PHONY: bootstrap demo test check bench bench-smoke ci dashboard
+.PHONY: bootstrap demo test check bench bench-smoke ci dashboard e2e
 
 bootstrap:
 	bash scripts/bootstrap.sh
@@ -35,3 +35,9 @@ ci: bootstrap
 	$(MAKE) --no-print-directory check
 	$(MAKE) --no-print-directory test
 	$(MAKE) --no-print-directory bench-smoke
+
+# The end-to-end under a real systemd PID 1 (as root): Debian 12 and 13 roots booted with
+# systemd-nspawn, installed as the README says. Not part of `ci`; .ci/run runs it after.
+E2E_SUITES ?= bookworm trixie
+e2e:
+	bash scripts/e2e.sh $(E2E_SUITES)
