@@ -21,6 +21,7 @@ from typing import Any, Final, TypeVar, cast
 
 import yaml
 
+from .compare import policy_problems
 from .config_schema import (
     LABEL_NAME,
     LOG_FORMATS,
@@ -186,6 +187,13 @@ class _Checker:
             raise InvalidValue("must not be empty")
         return text
 
+    def policy(self, value: Any, path: str) -> Mapping[str, Any]:
+        """Inline `policy:` overrides, validated here so problems name this config file."""
+        checked = self.mapping(value, path)
+        for where, message in policy_problems(checked):
+            self.problem(where, message, origin=path)
+        return checked
+
     def mapping(self, value: Any, path: str) -> Mapping[str, Any]:
         if not isinstance(value, Mapping):
             raise InvalidValue(f"expected a mapping, got {describe_value(value)}")
@@ -223,7 +231,7 @@ class _Checker:
             dirs=self.take(rules, "dirs", "rules", d.rules.dirs, self.paths),
             policy=self.take(rules, "policy", "rules", d.rules.policy, self.path),
         )
-        policy = self.take(top, "policy", "", d.policy, self.mapping)
+        policy = self.take(top, "policy", "", d.policy, self.policy)
         log = self.section(top.get("log"), "log")
         log_config = LogConfig(
             format=cast(LogFormat, self.take(log, "format", "log", "auto", choice(LOG_FORMATS))),

@@ -12,15 +12,12 @@ import functools
 import os
 import select
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from socketserver import ThreadingMixIn
 from types import FrameType
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import structlog
 from prometheus_client import CollectorRegistry, make_wsgi_app
@@ -32,6 +29,7 @@ from .compare import stall_after
 from .config import Config, load_config
 from .errors import ConfigError, JournalError, RuleError, SentinelError
 from .html import collect_status, render_page
+from .httpserver import BoundedWSGIServer, make_metrics_server
 from .journal import JournalSource
 from .logs import configure_logging
 from .metrics import SentinelCollector, UnitView
@@ -53,16 +51,6 @@ RETRY_MAX_S = 30.0
 BUSY_TIMEOUT_S = 1.0
 HOUSEKEEPING_S = 1.0  # longest sleep: pin changes, watchdog, status
 ANNOUNCED_KEPT = 256  # startups whose last logged outcome/findings are remembered
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # scrapes every 15 s would drown the journal
-
-
-class _Server(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-    allow_reuse_address = True
 
 
 # The page forbids loading anything; the header repeats the page's own meta policy.
@@ -140,7 +128,7 @@ class Daemon:
         )
         self._stop = False
         self._reload = False
-        self._server: _Server | None = None
+        self._server: BoundedWSGIServer | None = None
         self._data_version = -1
         self._last_status = ""
         self._watchdog_s = _watchdog_interval()
@@ -244,17 +232,11 @@ class Daemon:
     def serve(self) -> None:
         host, port = self.config.listen.host, self.config.listen.port
         try:
-            server = make_server(
-                host,
-                port,
-                _landing(make_wsgi_app(self.registry), self.status_page),
-                server_class=_Server,
-                handler_class=_QuietHandler,
+            server = make_metrics_server(
+                host, port, _landing(make_wsgi_app(self.registry), self.status_page)
             )
         except OSError as exc:
             raise SentinelError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
-        if ":" in host:
-            server.address_family = socket.AF_INET6
         self._server = server
         threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
         log.info("metrics_listening", address=f"{host}:{server.server_port}")
