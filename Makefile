@@ -1,7 +1,7 @@
 # The README's commands. Every target uses .venv/bin/... directly; bootstrap prepares it.
 BIN := .venv/bin
 
-.PHONY: bootstrap demo test check bench bench-smoke ci
+.PHONY: bootstrap demo test test-pythons check bench bench-smoke ci
 
 bootstrap:
 	bash scripts/bootstrap.sh
@@ -11,6 +11,10 @@ demo: bootstrap
 
 test: bootstrap
 	$(BIN)/pytest -q
+
+# The suite on every supported Python (3.10-3.13, pyenv builds), one venv each in .venvs/.
+test-pythons: bootstrap
+	bash scripts/test-pythons.sh
 
 check: bootstrap
 	$(BIN)/ruff check .
@@ -29,4 +33,6 @@ bench-smoke: bootstrap
 ci: bootstrap
 	$(MAKE) --no-print-directory check
 	$(MAKE) --no-print-directory test
+	@# make test has just run the suite on .venv's Python; the other supported ones follow.
+	bash scripts/test-pythons.sh --skip-python $(BIN)/python
 	$(MAKE) --no-print-directory bench-smoke

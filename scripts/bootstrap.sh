@@ -59,8 +59,8 @@ if ((${#missing[@]})); then
     rm -f "$log"
 fi
 
-if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
-    say "$("$PYTHON" --version 2>&1) is too old: need Python 3.11+ (set PYTHON=...)"
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
+    say "$("$PYTHON" --version 2>&1) is too old: need Python 3.10+ (set PYTHON=...)"
     exit 1
 fi
 

@@ -102,22 +102,22 @@ _WORD_SEPARATORS = re.compile(r"[^a-z0-9]+")
 # Every pattern below starts with a look-behind so that a long run of word characters is scanned
 # once, not once per start position: the scrubbers stay linear on hostile input.
 _URL_CREDENTIALS = re.compile(
-    r"(?<![\w+.-])(?P<head>[A-Za-z][\w+.-]*+://[^\s:/@]*+:)(?P<password>[^\s/@]++)@"
+    r"(?<![\w+.-])(?P<head>[A-Za-z][\w+.-]*://[^\s:/@]*:)(?P<password>[^\s/@]+)@"
 )
 _NAME_VALUE = re.compile(
-    r"""(?<![\w-])(?P<name>[A-Za-z_][\w-]*+)(?P<sep>["']?[ \t]*[:=][ \t]*)"""
-    r"""(?:'(?P<sq>[^'\n]*+)'|"(?P<dq>[^"\n]*+)"|(?P<bare>[^\s,;&?='"()\[\]{}<>]++))"""
+    r"""(?<![\w-])(?P<name>[A-Za-z_][\w-]*)(?P<sep>["']?[ \t]*[:=][ \t]*)"""
+    r"""(?:'(?P<sq>[^'\n]*)'|"(?P<dq>[^"\n]*)"|(?P<bare>[^\s,;&?='"()\[\]{}<>]+))"""
 )
-_SECRET_NAME_IN_TEXT = re.compile(r"""(?<![\w-])(?P<name>[A-Za-z_][\w-]*+)["']?\s*[:=]""")
+_SECRET_NAME_IN_TEXT = re.compile(r"""(?<![\w-])(?P<name>[A-Za-z_][\w-]*)["']?\s*[:=]""")
 _FLAG_VALUE = re.compile(
-    r"""(?<![\w-])(?P<flag>--(?P<name>[A-Za-z][\w-]*+))(?P<sep>=|[ \t]+)"""
-    r"""(?P<value>'[^'\n]*+'|"[^"\n]*+"|(?!-)[^\s'"]++)"""
+    r"""(?<![\w-])(?P<flag>--(?P<name>[A-Za-z][\w-]*))(?P<sep>=|[ \t]+)"""
+    r"""(?P<value>'[^'\n]*'|"[^"\n]*"|(?!-)[^\s'"]+)"""
 )
-_BEARER = re.compile(r"(?i)(?<![\w-])(?P<scheme>bearer)[ \t]+(?P<value>[\w.~+/=-]++)")
-_PROVIDER_TOKEN = re.compile(r"(?<![\w-])(?:sk-[A-Za-z0-9_-]{8,}+|hf_[A-Za-z0-9]{30,}+)")
+_BEARER = re.compile(r"(?i)(?<![\w-])(?P<scheme>bearer)[ \t]+(?P<value>[\w.~+/=-]+)")
+_PROVIDER_TOKEN = re.compile(r"(?<![\w-])(?:sk-[A-Za-z0-9_-]{8,}|hf_[A-Za-z0-9]{30,})")
 # Cheap pre-check: text without any of these cannot contain anything scrub_text replaces.
 _SCRUB_HINT = re.compile(r"(?i)key|token|pass|secret|cred|auth|bearer|cookie|sk-|hf_|://")
-_ENV_ASSIGNMENT = re.compile(r"(?P<name>[A-Za-z_]\w*+)=")
+_ENV_ASSIGNMENT = re.compile(r"(?P<name>[A-Za-z_]\w*)=")
 
 
 class _TooDeep(Exception):

@@ -198,9 +198,17 @@ def _scan_group(pattern: str, start: int) -> tuple[int | None, bool]:
 
 # --- digit-blind regexes ---------------------------------------------------------------------
 
-# The parser re.compile itself uses (typeshed has no stubs for it; sre_parse is its deprecated
-# alias). Only read, to inspect a rule's regex once at load time.
-_sre: Any = importlib.import_module("re._parser")
+# The parser re.compile itself uses (typeshed has no stubs for it): re._parser since Python 3.11,
+# sre_parse before (a deprecated alias since). Only read, to inspect a rule's regex once at load
+# time.
+try:
+    _sre: Any = importlib.import_module("re._parser")
+except ImportError:  # Python 3.10
+    _sre = importlib.import_module("sre_parse")
+# Possessive repeats and atomic groups parse to these opcodes on 3.11+; 3.10 has neither (its
+# parser rejects the syntax), so a fresh object stands in that no opcode is.
+_POSSESSIVE_REPEAT: Any = getattr(_sre, "POSSESSIVE_REPEAT", object())
+_ATOMIC_GROUP: Any = getattr(_sre, "ATOMIC_GROUP", object())
 _ALL_DIGITS: Final = frozenset(range(ord("0"), ord("9") + 1))
 
 
@@ -237,10 +245,10 @@ def _blind(items: Any) -> bool:
         elif op is _sre.SUBPATTERN:
             if not _blind(av[3]):
                 return False
-        elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, _sre.POSSESSIVE_REPEAT):
+        elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, _POSSESSIVE_REPEAT):
             if not _blind(av[2]):
                 return False
-        elif op is _sre.ATOMIC_GROUP:
+        elif op is _ATOMIC_GROUP:
             if not _blind(av):
                 return False
         elif op in (_sre.ASSERT, _sre.ASSERT_NOT):

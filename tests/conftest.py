@@ -7,6 +7,7 @@ import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import hostguard
 import journaltools
 import pytest
 import structlog
@@ -59,3 +60,14 @@ def _fresh_structlog() -> Iterator[None]:
     structlog.reset_defaults()
     yield
     structlog.reset_defaults()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _host_services_untouched() -> Iterator[None]:
+    """The whole run leaves the host's sglang/sentinel units, cgroups, invocation links and
+    journal namespaces exactly as it found them (see tests/hostguard.py); else the run errors."""
+    before = hostguard.snapshot()
+    yield
+    changed = hostguard.differences(before, hostguard.snapshot())
+    if changed:
+        pytest.fail("the test run touched the host:\n" + "\n".join(changed), pytrace=False)

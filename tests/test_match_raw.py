@@ -111,7 +111,7 @@ def test_the_runtime_rules_are_digit_blind() -> None:
 
 
 def test_digit_blind_is_conservative() -> None:
-    blind = [r"\d+", r"\d{4}-\d\d", r"[0-9.]+", r"[^,]*+, (?!x)\w+", r"\D\b", r"[^a]", "(?:a|b)*"]
+    blind = [r"\d+", r"\d{4}-\d\d", r"[0-9.]+", r"[^,]*, (?!x)\w+", r"\D\b", r"[^a]", "(?:a|b)*"]
     seeing = [r"1", r"[0-5]", r"[^7]", r"(\d)\1", r"(a)?(?(1)b|c)", r"[\d.a-z]?x(a)?"]
     assert all(digit_blind(re.compile(p)) for p in blind)
     assert not any(digit_blind(re.compile(p)) for p in seeing[:5])
