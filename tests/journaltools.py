@@ -17,6 +17,7 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -661,9 +662,15 @@ class LiveJournald:
         slice_name: str = "system.slice",
         stdin: int | IO[Any] | None = subprocess.DEVNULL,
         env: Mapping[str, str] | None = None,
+        journal_stream_env: bool = False,
     ) -> subprocess.Popen[bytes]:
         """Start argv as if systemd ran it as `unit_name`: in the unit's cgroup, stdout/stderr on a
-        journald stream, and (if given) with `invocation_id` as _SYSTEMD_INVOCATION_ID."""
+        journald stream, and (if given) with `invocation_id` as _SYSTEMD_INVOCATION_ID.
+
+        `journal_stream_env`: also set JOURNAL_STREAM=DEVICE:INODE of that stream, as systemd does
+        (through a tiny exec wrapper: the stream is connected in the child, after fork)."""
+        if journal_stream_env:
+            argv = [sys.executable, "-c", _SET_JOURNAL_STREAM, *argv]
         if not is_unique_unit(unit_name):
             raise JournalToolError(
                 f"run_in_unit({unit_name!r}): not a name unique to this test run; use"
@@ -765,6 +772,14 @@ class LiveJournald:
                 reader.wait(min(remaining, 0.5))
         finally:
             reader.close()
+
+
+# Sets JOURNAL_STREAM from stderr (already the journald stream) and execs the real command.
+_SET_JOURNAL_STREAM = (
+    "import os, sys; st = os.fstat(2);"
+    " os.environ['JOURNAL_STREAM'] = f'{st.st_dev}:{st.st_ino}';"
+    " os.execvp(sys.argv[1], sys.argv[1:])"
+)
 
 
 def _native_field(name: str, value: str | bytes) -> bytes:
