@@ -11,6 +11,7 @@ import json
 import os
 import sqlite3
 import time
+import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -70,12 +71,17 @@ class StateStore:
 
     def __init__(self, state_dir: Path, *, readonly: bool = False) -> None:
         self.path = state_dir / DB_NAME
+        self.readonly = readonly
+        if readonly:
+            self._db = self._open_readonly(state_dir)
+            return
         try:
-            if not readonly:
-                state_dir.mkdir(parents=True, exist_ok=True, mode=0o750)
-            elif not self.path.exists():
+            state_dir.mkdir(parents=True, exist_ok=True, mode=0o750)
+            if self.path.exists() and not os.access(self.path, os.R_OK | os.W_OK):
                 raise StateError(
-                    f"no state in {state_dir} (run `sentinel scan` or `sentinel run` first)"
+                    f"state database {self.path} is not writable by this user; run the command"
+                    " as the sentinel's user (or root), or pass --state-dir or set"
+                    " SENTINEL_STATE_DIR"
                 )
             # check_same_thread=False: scrape threads share it under the collector's lock.
             self._db = sqlite3.connect(
@@ -84,8 +90,7 @@ class StateStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
-            if not readonly:
-                self._migrate()
+            self._migrate()
         except PermissionError as exc:
             raise StateError(
                 f"state directory {state_dir} is not writable ({exc.strerror}); "
@@ -97,6 +102,55 @@ class StateStore:
             raise StateError(
                 f"cannot use state directory {state_dir}: {exc.strerror or exc}"
             ) from exc
+
+    def _open_readonly(self, state_dir: Path) -> sqlite3.Connection:
+        """Open for reading only (`startups`, `check`, `diff`, `baseline`): needs read access to
+        the database and nothing else; never creates or changes a file."""
+        unreadable = (
+            "is not readable by this user; run the command as a member of the state's group"
+            " (or root), or pass --state-dir or set SENTINEL_STATE_DIR"
+        )
+        try:
+            exists = self.path.exists()
+        except PermissionError:
+            raise StateError(f"state directory {state_dir} {unreadable}") from None
+        if not exists:
+            raise StateError(
+                f"no state in {state_dir} (run `sentinel scan` or `sentinel run` first)"
+            )
+        if not os.access(self.path, os.R_OK):
+            raise StateError(f"state database {self.path} {unreadable}")
+        base = "file:" + urllib.parse.quote(str(self.path.absolute())) + "?mode=ro"
+        try:
+            return self._connect_ro(base)
+        except sqlite3.OperationalError as exc:
+            # A WAL database needs its -shm (wal-index) to be read; SQLite creates it when it is
+            # missing, which a directory we may not write forbids. Without a -wal file no writer
+            # holds changes outside the main file (the last one to close checkpointed them), so
+            # the main file alone is the whole state: read it as immutable.
+            if Path(f"{self.path}-wal").exists():
+                raise StateError(
+                    f"cannot read state database {self.path} while it is being written: {exc};"
+                    f" {state_dir} or its -shm file must be writable by this user"
+                ) from exc
+            try:
+                return self._connect_ro(base + "&immutable=1")
+            except sqlite3.Error as exc2:
+                raise StateError(f"cannot read state database {self.path}: {exc2}") from exc2
+        except sqlite3.Error as exc:
+            raise StateError(f"cannot read state database {self.path}: {exc}") from exc
+
+    @staticmethod
+    def _connect_ro(uri: str) -> sqlite3.Connection:
+        db = sqlite3.connect(uri, uri=True, timeout=10, isolation_level=None)
+        try:
+            db.execute("PRAGMA foreign_keys=ON")
+            # Opening is lazy: read the schema now so a failure surfaces here.
+            db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        except BaseException:
+            db.close()
+            raise
+        return db
 
     def close(self) -> None:
         self._db.close()

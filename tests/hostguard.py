@@ -20,7 +20,9 @@ import journaltools
 # and journald@ configs, and anything with this run's token in it. Another test run's names (its
 # own token, or a pid-named journal namespace) are its business: runs may share a machine.
 OURS = re.compile(rf"sglang|sentinel|{re.escape(journaltools.RUN_ID)}")
-OTHER_RUN = re.compile(r"-st[0-9]+x[0-9a-f]{6}[.-]|sentinel-(?:test|bench)-[0-9]+")
+OTHER_RUN = re.compile(
+    r"-st[0-9]+x[0-9a-f]{6}[.-]|sentinel-(?:test|bench)-[0-9]+|sglang-crash-[0-9]+\.service"
+)
 
 
 def _ours(name: str) -> bool:
