@@ -4,6 +4,7 @@ write, with or without a running writer (WAL mode), and an unreadable state is c
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -23,9 +24,37 @@ SEED_1 = "6a1f0c2e"
 UNIT = "sglang-qwen.service"  # the seed journal's unit (journal files only, no live unit)
 
 
+def _reach_interpreter() -> str:
+    """Shell lines that let nobody run this interpreter, in a private mount namespace.
+
+    pyenv builds live under root's home (mode 0700), where nobody may not look: each such
+    directory on the way to the interpreter's prefix is covered by a world-searchable tmpfs that
+    holds only a bind mount of the next step. The state directory under test is not touched.
+    """
+    lines = []
+    for base in {Path(sys.base_prefix).resolve(), Path(os.path.realpath(sys.executable))}:
+        for closed in reversed(base.parents):
+            if closed == Path("/") or closed.stat().st_mode & 0o001:
+                continue
+            step = base.relative_to(closed).parts[0]
+            lines.append(
+                f'keep=$(mktemp -d) && mount --bind "{closed}" "$keep"'
+                f' && mount -t tmpfs -o mode=0755 sentinel-test "{closed}"'
+                f' && mkdir "{closed}/{step}" && mount --bind "$keep/{step}" "{closed}/{step}"'
+            )
+            break
+    return "\n".join(dict.fromkeys(lines))
+
+
 def as_nobody(*args: str) -> subprocess.CompletedProcess[str]:
+    """`sentinel ARGS` as uid nobody, gid nogroup, no other groups."""
+    script = f'set -e\n{_reach_interpreter()}\nexec "$@"'
     return subprocess.run(
-        [*AS_NOBODY, *sentinel_argv(*args)],
+        [
+            *("unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh"),
+            *AS_NOBODY,
+            *sentinel_argv(*args),
+        ],
         capture_output=True,
         text=True,
         timeout=60,
