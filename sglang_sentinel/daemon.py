@@ -104,6 +104,7 @@ class Daemon:
         self._announced: dict[str, tuple[str, tuple[str, ...]]] = {}
         self.pusher: AlertPusher | None = None
         self._open_findings: dict[str, set[str]] = {}  # unit -> open check ids, for raised/cleared
+        self._pins: dict[str, str] = {}  # unit -> pinned invocation, to log the CLI's (un)pins
         registry = CollectorRegistry(auto_describe=False)
         registry.register(
             SentinelCollector(
@@ -172,6 +173,7 @@ class Daemon:
             from_boot_start=local, max_age_seconds=self.config.max_replay_age_seconds
         )
         self.stats.cursor_resets = self.store.counter("cursor_resets")
+        self._remember_announced()
         self.serve()
         if self.config.alertmanager.urls:
             self.pusher = AlertPusher(
@@ -292,6 +294,36 @@ class Daemon:
         if comparisons:
             self._sync_findings()
 
+    def _remember_announced(self) -> None:
+        """Take what an earlier run already logged from the state: the recent startups' outcomes
+        and findings, each unit's open findings and the pins. A restart (or a replay after a
+        cursor reset) then logs startup_recorded / finding_raised only for what is new."""
+        for r in self.store.startups(self.config.units)[-ANNOUNCED_KEPT:]:
+            if r.outcome == "starting":
+                continue
+            row = self.store.comparison_row(r.invocation_id)
+            self._announced[r.invocation_id] = (
+                r.outcome,
+                tuple(f.check for f in row[2]) if row else (),
+            )
+        for view in self.views():
+            if view.comparison is not None:
+                self._open_findings[view.unit] = {f.check for f in view.comparison.findings}
+        # From now on a commit by another process (the CLI's pin) changes data_version.
+        self._data_version = self.store.data_version()
+        self._pins = {unit: inv for unit, (inv, _) in self.store.baselines().items()}
+
+    def _log_pin_changes(self) -> None:
+        """baseline_pinned / baseline_unpinned for pins another process (the CLI) changed."""
+        pins = {unit: inv for unit, (inv, _) in self.store.baselines().items()}
+        for unit in sorted(self.config.units):
+            before, now = self._pins.get(unit), pins.get(unit)
+            if now is not None and now != before:
+                log.info("baseline_pinned", unit=unit, invocation=now[:8])
+            elif now is None and before is not None:
+                log.info("baseline_unpinned", unit=unit, invocation=before[:8])
+        self._pins = pins
+
     def _sync_findings(self) -> None:
         """Log findings raised/cleared per unit and hand the open set to the alert pusher."""
         decided = [v.comparison for v in self.views() if v.comparison is not None]
@@ -320,6 +352,7 @@ class Daemon:
         if version != self._data_version:
             if self._data_version != -1:
                 log.info("state_changed_externally", reason="baseline pinned or unpinned")
+                self._log_pin_changes()
                 self._sync_findings()
             self._data_version = version
         self._ping_watchdog()
