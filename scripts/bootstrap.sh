@@ -18,8 +18,10 @@ say() { printf 'bootstrap: %s\n' "$*" >&2; }
 # make: runs the targets; gcc, pkg-config, libsystemd-dev: build systemd-python (no wheels);
 # systemd: journalctl, systemd-journald, systemd-analyze; systemd-journal-remote: export -> journal.
 APT_PACKAGES=(make gcc pkg-config libsystemd-dev systemd systemd-journal-remote)
-# The real binaries the tests and benchmarks cross into.
-PEER_PACKAGES=(prometheus prometheus-alertmanager mtail sqlite3)
+# What only the tests and benchmarks use: prometheus, prometheus-alertmanager, mtail, sqlite3,
+# the real binaries they cross into; chromium, fonts-dejavu-core: the status page's browser test
+# (headless, with known glyphs).
+PEER_PACKAGES=(prometheus prometheus-alertmanager mtail sqlite3 chromium fonts-dejavu-core)
 case "${1:-}" in
     --test-peers) APT_PACKAGES+=("${PEER_PACKAGES[@]}") ;;
     "") ;;

@@ -45,6 +45,8 @@ ALERT_NAMES: Final[Mapping[str, str]] = MappingProxyType(
         "moe_config_missing": "SGLangMoEConfigMissing",
         "startup_failed": "SGLangStartupFailed",
         "fact_missing": "SGLangSentinelRulesStale",
+        "fact_invalid": "SGLangSentinelFactInvalid",
+        "startup_stalled": "SGLangStartupStalled",
     }
 )
 FALLBACK_ALERT_NAME: Final = "SGLangStartupRegression"  # a check added without a rule yet
@@ -353,7 +355,7 @@ class AlertPusher:
     def _send(
         self, target: _Target, alerts: list[dict[str, Any]], headers: Mapping[str, str]
     ) -> None:
-        body = json.dumps(alerts, ensure_ascii=False).encode("utf-8")
+        body = json.dumps(alerts, ensure_ascii=False, allow_nan=False).encode("utf-8")
         try:
             status, text = self._post(target.endpoint, body, headers, self._timeout)
         except Exception as exc:  # any transport failure (or opener bug) is one failed push

@@ -1,7 +1,8 @@
 """The `sentinel` command line; the only place that maps errors to exit codes.
 
 Exit codes: 0 fine, 1 findings of severity warning or worse (`check`) or invalid rules
-(`rules check`), 2 usage error / no data / bad config, 3 internal error.
+(`rules check`), 2 usage error / no data / bad config, 3 internal error, 4 pending (`check`: the
+latest startup of a unit has no verdict yet, still starting).
 """
 
 from __future__ import annotations
@@ -25,13 +26,15 @@ from .config import Config, config_to_dict, load_config
 from .errors import ConfigError, JournalError, NoDataError, RuleError, SentinelError, UsageError
 from .journal import JournalSource
 from .logs import configure_logging, print_error
-from .model import SEVERITY_ORDER, StartupRecord
+from .model import SEVERITY_ORDER, Comparison, StartupRecord
 from .pipeline import Pipeline, evaluate, load_rules_and_policy, source_key
 from .report import render_diff, render_report, render_startups, scan_json, startup_json
 from .rules import check_rules, default_rules_dir
 from .state import StateStore
 
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_PENDING = 0, 1, 2, 3, 4
+# `check --wait`: how often the state is re-read while the latest startup is still starting.
+WAIT_POLL_S = 0.5
 log = structlog.get_logger("sglang_sentinel")
 
 
@@ -105,9 +108,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("b", nargs="?", metavar="B")
     p.add_argument("--json", action="store_true")
 
-    p = sub.add_parser("check", help="deploy gate: exit 1 if the latest startup regressed")
+    p = sub.add_parser(
+        "check",
+        help="deploy gate: exit 1 if the latest startup regressed, 4 if it is still starting",
+    )
     _common(p)
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--wait",
+        type=_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait up to SECONDS for a startup still starting to become ready or fail",
+    )
+
+    p = sub.add_parser(
+        "report", help="the latest startup of each unit against its baseline (text or HTML page)"
+    )
+    _common(p)
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        help="write the status page (the daemon's / page) to FILE for a ticket; '-' for stdout",
+    )
 
     p = sub.add_parser("rules", help="rule file tools")
     rsub = p.add_subparsers(dest="rules_command", required=True, parser_class=_Parser)
@@ -157,10 +180,11 @@ def _source(config: Config) -> JournalSource:
 
 
 def _emit_json(doc: Any) -> None:
-    sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    # allow_nan=False: the contract is strict JSON; a NaN reaching here is a bug, not output.
+    sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
 
 
-_REL = re.compile(r"^-?(\d+)\s*([smhd])(?:\s+ago)?$")
+_REL = re.compile(r"^-?([0-9]{1,12})\s*([smhd])(?:\s+ago)?$")
 
 
 def parse_since(text: str, now: float | None = None) -> float:
@@ -169,15 +193,26 @@ def parse_since(text: str, now: float | None = None) -> float:
     t = text.strip().lower()
     m = _REL.match(t)
     if m:
-        return now - int(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+        ts = now - int(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+        if ts < 0:
+            raise UsageError(f"--since {text!r} reaches before 1970-01-01; give a shorter span")
+        return ts
     if t in ("today", "yesterday"):
         midnight = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0)
         return midnight.timestamp() - (86400 if t == "yesterday" else 0)
     for fmt in ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d", "%Y-%m-%dT%H:%M:%S"):
         try:
-            return datetime.strptime(text.strip(), fmt).timestamp()
+            when = datetime.strptime(text.strip(), fmt)
         except ValueError:
             continue
+        try:
+            ts = when.timestamp()
+        except (OverflowError, OSError, ValueError):
+            ts = -1.0
+        if ts < 0:
+            # The journal has nothing before 1970; seeking there would silently find nothing.
+            raise UsageError(f"--since {text!r} is before 1970-01-01; the journal starts later")
+        return ts
     raise UsageError(
         f"--since {text!r}: use 'YYYY-mm-dd [HH:MM[:SS]]', '-2h', '-30m', '-1d' or 'today'"
     )
@@ -187,14 +222,15 @@ def parse_since(text: str, now: float | None = None) -> float:
 
 
 def cmd_scan(args: argparse.Namespace) -> int:
+    since = parse_since(args.since) if args.since else None  # a bad --since before any work
     config = _load(args)
     rules, policy = load_rules_and_policy(config)
     source = _source(config)
     source.open()
     store = StateStore(config.state_dir)
     pipeline = Pipeline(source, rules, policy, store, source_key=source_key(config))
-    if args.since:
-        source.seek_realtime(parse_since(args.since))
+    if since is not None:
+        source.seek_realtime(since)
     else:
         source.seek_head()
     seen: dict[str, None] = {}
@@ -309,31 +345,90 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value <= 86400 * 7:
+        raise argparse.ArgumentTypeError(f"{text!r}: give 0 to 604800 seconds")
+    return value
+
+
 def cmd_check(args: argparse.Namespace) -> int:
+    """Exit 1 on findings of warning or worse, else 4 while a latest startup is starting, else 0.
+
+    With `--wait S` a startup still starting is re-read (read-only) every WAIT_POLL_S until it is
+    decided or S seconds passed; the daemon (or a scan) is what writes the verdict.
+    """
+    config = _load(args)
+    policy = _policy(config)
+    units = list(args.units or config.units)
+    deadline = time.monotonic() + args.wait
+    while True:
+        results = _check_once(config, units, policy)
+        pending = any(c.record.outcome == "starting" for c in results)
+        # A finding (a stalled startup, a failed one next to it) is a verdict already.
+        failing = any(
+            SEVERITY_ORDER[f.severity] >= SEVERITY_ORDER["warning"]
+            for c in results
+            for f in c.findings
+        )
+        if failing or not pending or time.monotonic() >= deadline:
+            break
+        time.sleep(min(WAIT_POLL_S, max(0.0, deadline - time.monotonic())))
+    if args.json:
+        _emit_json(scan_json(results))
+    else:
+        print(render_report(results))
+    if failing:
+        return EXIT_FINDINGS
+    if pending:
+        return EXIT_PENDING
+    return EXIT_OK
+
+
+def _check_once(config: Config, units: Sequence[str], policy: Policy) -> list[Comparison]:
+    try:
+        store = StateStore(config.state_dir, readonly=True)
+    except SentinelError as exc:
+        raise NoDataError(str(exc)) from exc
+    try:
+        results = []
+        for unit in units:
+            latest = store.latest(unit)
+            if latest is None:
+                raise NoDataError(f"{unit}: no startups recorded")
+            results.append(evaluate(store, latest, policy, now=time.time()))
+        return results
+    finally:
+        store.close()
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .html import collect_status, render_page
+
     config = _load(args)
     try:
         store = StateStore(config.state_dir, readonly=True)
     except SentinelError as exc:
         raise NoDataError(str(exc)) from exc
     policy = _policy(config)
-    worst = EXIT_OK
-    results = []
     units = list(args.units or config.units)
-    for unit in units:
-        records = store.startups([unit])
-        if not records:
-            raise NoDataError(f"{unit}: no startups recorded")
-        comparison = evaluate(store, records[-1], policy)
-        results.append(comparison)
-        if any(
-            SEVERITY_ORDER[f.severity] >= SEVERITY_ORDER["warning"] for f in comparison.findings
-        ):
-            worst = EXIT_FINDINGS
-    if args.json:
-        _emit_json(scan_json(results))
-    else:
-        print(render_report(results))
-    return worst
+    statuses = collect_status(store, units, policy)
+    if args.html is None:
+        print(render_report([s.comparison for s in statuses if s.comparison is not None]))
+        return EXIT_OK
+    page = render_page(statuses, generated_at=time.time(), version=__version__)
+    if args.html == "-":
+        sys.stdout.write(page)
+        return EXIT_OK
+    try:
+        Path(args.html).write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--html {args.html}: {exc.strerror or exc}") from exc
+    print(f"wrote {args.html}", file=sys.stderr)
+    return EXIT_OK
 
 
 def cmd_rules_check(args: argparse.Namespace) -> int:
@@ -358,7 +453,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .daemon import run_daemon
 
     config = _load(args)
-    return run_daemon(config, config_path=args.config)
+    return run_daemon(config, loader=lambda: _load(args))
 
 
 COMMANDS = {
@@ -367,12 +462,28 @@ COMMANDS = {
     "baseline": cmd_baseline,
     "diff": cmd_diff,
     "check": cmd_check,
+    "report": cmd_report,
     "config": cmd_config,
     "run": cmd_run,
 }
 
 
+def _join_option_values(argv: Sequence[str]) -> list[str]:
+    """`--since -2h` -> `--since=-2h`: argparse takes a value that starts with '-' for an option."""
+    out: list[str] = []
+    it = iter(argv)
+    for arg in it:
+        if arg == "--since":
+            value = next(it, None)
+            if value is not None:
+                out.append(f"--since={value}")
+                continue
+        out.append(arg)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = _join_option_values(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser().parse_args(argv)
     except UsageError as exc:

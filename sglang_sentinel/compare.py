@@ -6,6 +6,7 @@ Evidence, not blame: nothing here claims that a flag caused a drop.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,8 +15,10 @@ from typing import Any, Literal
 import yaml
 
 from .errors import ConfigError
+from .fact_ranges import describe
 from .model import Comparison, FactValue, Finding, Severity, StartupRecord
 from .serverargs import diff_server_args
+from .serverargs_diff import switch_flags, switched_off_by
 
 CHECKS = (
     "max_running_requests_drop",
@@ -25,6 +28,8 @@ CHECKS = (
     "moe_config_missing",
     "startup_failed",
     "fact_missing",
+    "fact_invalid",
+    "startup_stalled",
 )
 _DROP_CHECKS = {
     "max_running_requests_drop": ("max_running_requests", "max_running_requests"),
@@ -39,16 +44,11 @@ _KEYS = {
     "max_running_requests_drop": {"warning_drop_percent", "critical_drop_percent", "enabled"},
     "kv_cache_tokens_drop": {"warning_drop_percent", "critical_drop_percent", "enabled"},
     "fact_missing": {"severity", "facts", "enabled"},
+    "startup_stalled": {"severity", "enabled", "baseline_multiple", "min_seconds"},
 }
-# server_args fields, per version, that say whether a CUDA-graph feature is off.
-_SWITCH_FIELDS = {
-    "piecewise_cuda_graph": (
-        ("disable_piecewise_cuda_graph", True),
-        ("enable_piecewise_cuda_graph", False),
-        ("cuda_graph_backend_prefill", "disabled"),
-    ),
-    "cuda_graph": (("disable_cuda_graph", True), ("cuda_graph_backend_decode", "disabled")),
-}
+# startup_stalled defaults (rules/policy.yaml sets them too): 3x the baseline, at least 15 min.
+STALL_BASELINE_MULTIPLE = 3.0
+STALL_MIN_SECONDS = 900.0
 
 
 def default_policy_path() -> Path:
@@ -123,6 +123,12 @@ def _validate_policy(checks: Mapping[str, Mapping[str, Any]], where: str) -> lis
                 isinstance(value, list) and all(isinstance(v, str) for v in value)
             ):
                 problems.append(f"{path}: must be a list of fact names")
+            elif key in ("baseline_multiple", "min_seconds") and (
+                not isinstance(value, int | float)
+                or isinstance(value, bool)
+                or not 0 < value <= 1e7
+            ):
+                problems.append(f"{path}: must be a positive number; got {value!r}")
             elif key == "enabled" and not isinstance(value, bool):
                 problems.append(f"{path}: must be true or false; got {value!r}")
     return problems
@@ -136,9 +142,15 @@ def compare(
     baseline: StartupRecord | None,
     kind: Literal["pinned", "previous"] | None,
     policy: Policy,
+    now: float | None = None,
 ) -> Comparison:
-    """Compare `record` with `baseline`; a startup still starting yields no findings yet."""
+    """Compare `record` with `baseline`; a startup still starting yields no findings yet, except
+    `startup_stalled` when `now` (unix seconds) is past its policy time."""
     findings: list[Finding] = []
+    if record.outcome == "starting" and now is not None:
+        stalled = _stall_finding(record, baseline, policy, now)
+        if stalled is not None:
+            findings.append(stalled)
     evidence = tuple(common_evidence(record, baseline)) if baseline is not None else ()
     if record.outcome == "failed" and policy.enabled("startup_failed"):
         findings.append(
@@ -149,6 +161,20 @@ def compare(
                 current="failed",
                 message=f"startup failed: {record.failure_reason or 'no reason logged'}",
                 evidence=evidence,
+            )
+        )
+    if record.notes and record.outcome != "starting" and policy.enabled("fact_invalid"):
+        findings.append(
+            Finding(
+                check="fact_invalid",
+                severity=policy.severity("fact_invalid"),
+                baseline=None,
+                current=tuple(
+                    n.split("=", 1)[0].removeprefix("fact_invalid: ") for n in record.notes
+                ),
+                message="facts reported with impossible values, recorded as null: "
+                + "; ".join(n.removeprefix("fact_invalid: ") for n in record.notes),
+                evidence=record.notes,
             )
         )
     if record.outcome != "ready" or baseline is None or baseline is record:
@@ -168,6 +194,39 @@ def compare(
     if f:
         findings.append(f)
     return Comparison(record, baseline, kind, tuple(findings))
+
+
+def stall_after(baseline: StartupRecord | None, policy: Policy) -> float:
+    """Seconds after its start at which a startup still starting is stalled."""
+    settings = policy.checks.get("startup_stalled", {})
+    multiple = float(settings.get("baseline_multiple", STALL_BASELINE_MULTIPLE))
+    floor = float(settings.get("min_seconds", STALL_MIN_SECONDS))
+    took = baseline.fact("startup_seconds") if baseline is not None else None
+    if _is_number(took):
+        assert isinstance(took, int | float)
+        return max(floor, multiple * float(took))
+    return floor
+
+
+def _stall_finding(
+    record: StartupRecord, baseline: StartupRecord | None, policy: Policy, now: float
+) -> Finding | None:
+    if not policy.enabled("startup_stalled"):
+        return None
+    limit = stall_after(baseline, policy)
+    elapsed = now - record.started_at
+    if elapsed < limit:
+        return None
+    took = baseline.fact("startup_seconds") if baseline is not None else None
+    base = f"the baseline was ready in {_fmt(took)} s" if _is_number(took) else "no baseline time"
+    return Finding(
+        check="startup_stalled",
+        severity=policy.severity("startup_stalled"),
+        baseline=took,
+        current=round(elapsed, 3),
+        message=f"still starting after {elapsed:.0f} s (limit {limit:.0f} s; {base}): "
+        "neither ready nor failed",
+    )
 
 
 def _drop_finding(
@@ -237,18 +296,19 @@ def _switch_finding(
 
 
 def _self_set_detail(fact: str, record: StartupRecord) -> str | None:
-    """Name the server_args field that turned `fact` off and whether the command line asked."""
-    flags = {f.split(" ", 1)[0] for f in record.launch_flags}
-    for field_name, off_value in _SWITCH_FIELDS.get(fact, ()):
-        if field_name in record.server_args and record.server_args[field_name] == off_value:
-            flag = "--" + field_name.replace("_", "-")
-            setting = f"{field_name}={record.server_args[field_name]!r}"
-            if not record.launch_flags:
-                return f"{setting} in server_args (command line not seen)"
-            if flag in flags:
-                return f"{setting}: {flag} is on the command line"
-            return f"{setting} not on the command line: set by SGLang"
-    return None
+    """Name the server_args setting that turned `fact` off and whether the command line asked."""
+    off = switched_off_by(record.server_args, fact)
+    if off is None:
+        return None
+    name, value = off
+    setting = f"{name}={value!r}"
+    if not record.launch_flags:
+        return f"{setting} in server_args (command line not seen)"
+    given = {f.split(" ", 1)[0].split("=", 1)[0] for f in record.launch_flags}
+    asked = [flag for flag in switch_flags(fact) if flag in given]
+    if asked:
+        return f"{setting}: {asked[0]} is on the command line"
+    return f"{setting} not on the command line: set by SGLang"
 
 
 def _moe_finding(
@@ -315,7 +375,7 @@ def common_evidence(record: StartupRecord, baseline: StartupRecord) -> list[str]
         out.extend(_server_args_evidence(record, baseline, set(new_flags)))
     old_mem, new_mem = baseline.fact("load_avail_mem_gb"), record.fact("load_avail_mem_gb")
     if _is_number(old_mem) and _is_number(new_mem) and old_mem != new_mem:
-        out.append(f"free GPU memory at load {_fmt(old_mem)} → {_fmt(new_mem)} GB")
+        out.append(f"free GPU memory at load {old_mem:.2f} → {new_mem:.2f} GB")
     return out
 
 
@@ -365,6 +425,10 @@ def _is_number(value: FactValue) -> bool:
 def _fmt(value: object) -> str:
     if value is None:
         return "unset"
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)  # inf, -inf, nan: int(value) would raise
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        return describe(value)
     if isinstance(value, float):
         return f"{value:.2f}".rstrip("0").rstrip(".") if value != int(value) else f"{value:.2f}"
     return str(value)

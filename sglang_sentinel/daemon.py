@@ -7,6 +7,8 @@ batch is committed with its cursor in one transaction (see state.py).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 import select
 import signal
@@ -26,12 +28,14 @@ from systemd import daemon as sd
 
 from . import __version__
 from .alerts import AlertPusher
+from .compare import stall_after
 from .config import Config, load_config
 from .errors import ConfigError, JournalError, RuleError, SentinelError
+from .html import collect_status, render_page
 from .journal import JournalSource
 from .logs import configure_logging
 from .metrics import SentinelCollector, UnitView
-from .model import Comparison, Stats
+from .model import Comparison, Finding, Stats
 from .pipeline import Pipeline, evaluate, load_rules_and_policy, source_key
 from .state import StateStore
 
@@ -52,32 +56,64 @@ class _Server(ThreadingMixIn, WSGIServer):
     allow_reuse_address = True
 
 
-def _landing(app: Callable[..., Any]) -> Callable[..., Any]:
-    page = (
-        "<html><head><title>sglang-sentinel</title></head><body>"
-        f"<h1>sglang-sentinel {__version__}</h1>"
-        '<p><a href="/metrics">Metrics</a></p></body></html>'
-    ).encode()
+# The page forbids loading anything; the header repeats the page's own meta policy.
+_PAGE_HEADERS = [
+    ("Content-Type", "text/html; charset=utf-8"),
+    ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:"),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Cache-Control", "no-store"),
+]
+PAGE_REFRESH_S = 30
+
+
+def _landing(app: Callable[..., Any], page: Callable[[], str]) -> Callable[..., Any]:
+    """`/metrics` to the exporter, `/` to the status page, anything else 404."""
 
     def wsgi(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         path = environ.get("PATH_INFO", "/")
         if path == "/metrics":
             return app(environ, start_response)
         if path in ("/", ""):
-            start_response("200 OK", [("Content-Type", "text/html; charset=utf-8")])
-            return [page]
+            try:
+                body = page().encode()
+            except SentinelError as exc:
+                log.error("status_page_failed", error=str(exc))
+                start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
+                return [b"status page unavailable; see the sentinel's log\n"]
+            start_response("200 OK", _PAGE_HEADERS)
+            return [body]
         start_response("404 Not Found", [("Content-Type", "text/plain")])
-        return [b"not found; see /metrics\n"]
+        return [b"not found; see / or /metrics\n"]
 
     return wsgi
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Snapshot:
+    """Per-unit views of the committed state, replaced whole after each commit."""
+
+    views: tuple[UnitView, ...] = ()
+    pinned: frozenset[str] = frozenset()
 
 
 class Daemon:
     """One running sentinel: pipeline + metrics endpoint + systemd notifications."""
 
-    def __init__(self, config: Config, *, config_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        config_path: Path | None = None,
+        loader: Callable[[], Config] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.config = config
-        self.config_path = config_path
+        self._clock = clock
+        # How SIGHUP re-reads the configuration: the CLI passes its own loader so that command
+        # line overrides (--listen, --state-dir, ...) apply again and are not seen as changes.
+        if loader is None and config_path is not None:
+            loader = functools.partial(load_config, config_path)
+        self._loader = loader
         self.rules, self.policy = load_rules_and_policy(config)
         self.store = StateStore(config.state_dir)
         self.source = JournalSource(
@@ -103,8 +139,13 @@ class Daemon:
         # invocation -> (outcome, checks) last logged, for the most recent startups only.
         self._announced: dict[str, tuple[str, tuple[str, ...]]] = {}
         self.pusher: AlertPusher | None = None
-        self._open_findings: dict[str, set[str]] = {}  # unit -> open check ids, for raised/cleared
+        # unit -> open check id -> invocation (8 hex), for finding_raised / finding_cleared
+        self._open_findings: dict[str, dict[str, str]] = {}
         self._pins: dict[str, str] = {}  # unit -> pinned invocation, to log the CLI's (un)pins
+        # The page reads through its own connection: it sees committed state only and never
+        # shares the writer's connection (or the collector's lock) with HTTP threads.
+        self._page_lock = threading.Lock()
+        self._page_store: StateStore | None = None
         registry = CollectorRegistry(auto_describe=False)
         registry.register(
             SentinelCollector(
@@ -112,15 +153,26 @@ class Daemon:
                 stats=self.stats,
                 rule_hits=lambda: dict(self.pipeline.tracker.rule_hits),
                 policy=lambda: self.policy,
-                baselines_pinned=lambda: set(self.store.baselines()),
+                baselines_pinned=lambda: set(self._snapshot.pinned),
             )
         )
         self.registry = registry
+        self._snapshot = _Snapshot()
 
     # -- what the exporter and alerts see ---------------------------------------------------------
 
-    def views(self) -> list[UnitView]:
-        out = []
+    def views(self) -> tuple[UnitView, ...]:
+        """What the exporter, the status line and the alerts show: the last published snapshot.
+
+        Scrapes run on the HTTP thread; they read this immutable snapshot and never the SQLite
+        connection the loop writes through, so a scrape cannot see a row a failed transaction
+        later rolls back.
+        """
+        return self._snapshot.views
+
+    def publish(self) -> None:
+        """Rebuild the snapshot from committed state (loop thread only, after a commit)."""
+        views = []
         for unit in self.config.units:
             latest = self.store.latest(unit)
             decided = (
@@ -129,15 +181,33 @@ class Daemon:
                 else self.store.latest(unit, decided=True)
             )
             comparison = evaluate(self.store, decided, self.policy) if decided else None
-            out.append(
+            starting = None
+            if latest is not None and latest.outcome == "starting":
+                starting = evaluate(self.store, latest, self.policy, now=self._clock())
+            views.append(
                 UnitView(
                     unit=unit,
                     comparison=comparison,
-                    in_progress=latest is not None and latest.outcome == "starting",
+                    in_progress=starting is not None,
                     outcome_counts=self.store.outcome_counts(unit),
+                    starting=starting,
                 )
             )
-        return out
+        self._snapshot = _Snapshot(tuple(views), frozenset(self.store.baselines()))
+
+    def status_page(self) -> str:
+        """The page served at `/`: the same renderer as `sentinel report --html`."""
+        with self._page_lock:
+            if self._page_store is None:
+                self._page_store = StateStore(self.config.state_dir, readonly=True)
+            statuses = collect_status(self._page_store, self.config.units, self.policy)
+        return render_page(
+            statuses,
+            generated_at=time.time(),
+            version=__version__,
+            refresh_seconds=PAGE_REFRESH_S,
+            metrics_link=True,
+        )
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -147,7 +217,7 @@ class Daemon:
             server = make_server(
                 host,
                 port,
-                _landing(make_wsgi_app(self.registry)),
+                _landing(make_wsgi_app(self.registry), self.status_page),
                 server_class=_Server,
                 handler_class=_QuietHandler,
             )
@@ -173,15 +243,10 @@ class Daemon:
             from_boot_start=local, max_age_seconds=self.config.max_replay_age_seconds
         )
         self.stats.cursor_resets = self.store.counter("cursor_resets")
+        self.publish()
         self._remember_announced()
         self.serve()
-        if self.config.alertmanager.urls:
-            self.pusher = AlertPusher(
-                self.config.alertmanager,
-                stats=self.stats,
-                generator_url=f"http://{self.config.listen}/metrics",
-            )
-            self.pusher.start()
+        self._restart_pusher()
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_r, False)
         os.set_blocking(wake_w, False)
@@ -292,6 +357,7 @@ class Daemon:
                 findings=[f.check for f in c.findings],
             )
         if comparisons:
+            self.publish()
             self._sync_findings()
 
     def _remember_announced(self) -> None:
@@ -306,9 +372,12 @@ class Daemon:
                 r.outcome,
                 tuple(f.check for f in row[2]) if row else (),
             )
-        for view in self.views():
-            if view.comparison is not None:
-                self._open_findings[view.unit] = {f.check for f in view.comparison.findings}
+        for view in self.views():  # as _sync_findings computes a unit's open set
+            now: dict[str, str] = {}
+            for c in (view.comparison, view.starting):
+                if c is not None:
+                    now.update({f.check: c.record.invocation_id[:8] for f in c.findings})
+            self._open_findings[view.unit] = now
         # From now on a commit by another process (the CLI's pin) changes data_version.
         self._data_version = self.store.data_version()
         self._pins = {unit: inv for unit, (inv, _) in self.store.baselines().items()}
@@ -325,14 +394,24 @@ class Daemon:
         self._pins = pins
 
     def _sync_findings(self) -> None:
-        """Log findings raised/cleared per unit and hand the open set to the alert pusher."""
-        decided = [v.comparison for v in self.views() if v.comparison is not None]
-        for c in decided:
-            unit, inv = c.record.unit, c.record.invocation_id[:8]
-            now = {f.check: f for f in c.findings}
-            before = self._open_findings.get(unit, set())
-            for check in sorted(now.keys() - before):
-                f = now[check]
+        """Log findings raised/cleared per unit and hand the open set to the alert pusher.
+
+        A unit's open set is the findings of its latest decided startup plus `startup_stalled`
+        of the startup under way, once that one has been starting for too long.
+        """
+        wanted: list[Comparison] = []
+        for view in self.views():
+            unit = view.unit
+            now: dict[str, tuple[str, Finding]] = {}
+            for c in (view.comparison, view.starting):
+                if c is not None:
+                    if c is view.comparison or c.findings:
+                        wanted.append(c)
+                    inv = c.record.invocation_id[:8]
+                    now.update({f.check: (inv, f) for f in c.findings})
+            before = self._open_findings.get(unit, {})
+            for check in sorted(now.keys() - before.keys()):
+                inv, f = now[check]
                 log.warning(
                     "finding_raised",
                     unit=unit,
@@ -341,20 +420,39 @@ class Daemon:
                     severity=f.severity,
                     message=f.message,
                 )
-            for check in sorted(before - now.keys()):
-                log.info("finding_cleared", unit=unit, invocation=inv, check=check)
-            self._open_findings[unit] = set(now)
+            for check in sorted(before.keys() - now.keys()):
+                log.info("finding_cleared", unit=unit, invocation=before[check], check=check)
+            self._open_findings[unit] = {check: inv for check, (inv, _) in now.items()}
         if self.pusher is not None:
-            self.pusher.update(decided)
+            self.pusher.update(wanted)
+
+    def _stall_due(self) -> bool:
+        """True when a startup under way has passed its stall time since the last snapshot."""
+        now = self._clock()
+        for view in self.views():
+            c = view.starting
+            if (
+                c is not None
+                and not c.findings
+                and now - c.record.started_at >= stall_after(c.baseline, self.policy)
+            ):
+                return True
+        return False
 
     def _housekeeping(self) -> None:
         version = self.store.data_version()
         if version != self._data_version:
+            self.publish()
             if self._data_version != -1:
                 log.info("state_changed_externally", reason="baseline pinned or unpinned")
                 self._log_pin_changes()
                 self._sync_findings()
             self._data_version = version
+        # The stall timer (the loop wakes at least every HOUSEKEEPING_S): a startup that logs
+        # nothing more still becomes stalled on time.
+        if self._stall_due():
+            self.publish()
+            self._sync_findings()
         self._ping_watchdog()
         self._update_status()
 
@@ -380,21 +478,61 @@ class Daemon:
             self._last_status = status
 
     def reload(self) -> None:
-        """SIGHUP: re-read config, rules and policy; keep the old set if the new one is invalid."""
+        """SIGHUP: re-read config, rules and policy; keep the old set if the new one is invalid.
+
+        Every setting that can change in a running process is applied; the ones bound at start
+        (what is read, where state lives, the listening socket) are named and kept until restart.
+        """
         try:
-            config = load_config(self.config_path) if self.config_path else self.config
+            config = self._loader() if self._loader else self.config
             rules, policy = load_rules_and_policy(config)
         except (ConfigError, RuleError) as exc:
             self.stats.rule_load_errors += 1
             log.error("reload_rejected", problems=exc.problems)
             return
+        old = self.config
+        needs_restart = [
+            key
+            for key, before, after in (
+                ("units", old.units, config.units),
+                ("journal", old.journal, config.journal),
+                ("state_dir", old.state_dir, config.state_dir),
+                ("listen", old.listen, config.listen),
+            )
+            if before != after
+        ]
+        self.config = dataclasses.replace(
+            config,
+            units=old.units,
+            journal=old.journal,
+            state_dir=old.state_dir,
+            listen=old.listen,
+        )
         self.rules, self.policy = rules, policy
         self.pipeline.set_rules(rules)
         self.pipeline.policy = policy
-        if config.units != self.config.units or config.listen != self.config.listen:
-            log.warning("reload_partial", reason="units and listen address apply after a restart")
+        self.pipeline.checkpoint_interval = config.checkpoint_interval_seconds
+        self.publish()  # the policy may judge the same startups differently now
         configure_logging(config.log.format, config.log.level)
+        if config.alertmanager != old.alertmanager:
+            self._restart_pusher()
+            self._sync_findings()  # hand the new pusher the open findings now
+        if needs_restart:
+            log.warning("reload_partial", needs_restart=needs_restart)
         log.info("reload_done", rules=len(rules.rules))
+
+    def _restart_pusher(self) -> None:
+        """(Re)create the alert pusher from the current alertmanager settings."""
+        if self.pusher is not None:
+            self.pusher.stop()
+            self.pusher = None
+        if self.config.alertmanager.urls:
+            self.pusher = AlertPusher(
+                self.config.alertmanager,
+                stats=self.stats,
+                generator_url=f"http://{self.config.listen}/metrics",
+            )
+            self.pusher.start()
 
     def _shutdown(self) -> None:
         try:
@@ -408,6 +546,10 @@ class Daemon:
             self._server.server_close()
         self.source.close()
         self.store.close()
+        with self._page_lock:
+            if self._page_store is not None:
+                self._page_store.close()
+                self._page_store = None
 
 
 def _watchdog_interval() -> float:
@@ -421,6 +563,6 @@ def _watchdog_interval() -> float:
         return 0.0
 
 
-def run_daemon(config: Config, *, config_path: Path | None = None) -> int:
+def run_daemon(config: Config, *, loader: Callable[[], Config] | None = None) -> int:
     configure_logging(config.log.format, config.log.level)
-    return Daemon(config, config_path=config_path).run()
+    return Daemon(config, loader=loader).run()

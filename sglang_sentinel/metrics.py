@@ -6,6 +6,7 @@ startup of every unit, its baseline and the pipeline counters, and builds fresh 
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -97,14 +98,26 @@ class UnitView:
     comparison: Comparison | None  # None until a startup was decided (ready or failed)
     in_progress: bool
     outcome_counts: dict[str, int]
+    # The startup under way, judged with the current time (its only possible finding is
+    # startup_stalled); None when no startup is under way.
+    starting: Comparison | None = None
 
 
 def fact_value(value: FactValue, scale: float = 1.0) -> float | None:
+    """The sample value of a fact, or None (no sample) when it has none or it is not finite.
+
+    Records are sanitized when built (fact_ranges.py); this guards the scrape against any record
+    stored before that, so that one value never fails the whole /metrics page.
+    """
     if value is None or isinstance(value, str):
         return None
     if isinstance(value, tuple):
         return float(len(value))
-    return float(value) * scale
+    try:
+        out = float(value) * scale
+    except OverflowError:  # an int of 309+ digits
+        return None
+    return out if math.isfinite(out) else None
 
 
 class SentinelCollector(Collector):
@@ -193,10 +206,24 @@ class SentinelCollector(Collector):
             "When the latest startup became ready.",
             labels=["unit"],
         )
+        in_progress_ts = GaugeMetricFamily(
+            PREFIX + "startup_in_progress_timestamp_seconds",
+            "When the startup under way began.",
+            labels=["unit"],
+        )
         for view in views:
             unit = view.unit
             baseline_pinned.add_metric([unit], 1.0 if unit in pinned else 0.0)
             in_progress.add_metric([unit], 1.0 if view.in_progress else 0.0)
+            # startup_stalled is about the startup under way, not the latest decided one.
+            under_way = view.starting.findings if view.starting is not None else ()
+            stalled = any(f.check == "startup_stalled" for f in under_way)
+            regression.add_metric(
+                [unit, "startup_stalled", _default_severity(policy, "startup_stalled")],
+                1.0 if stalled else 0.0,
+            )
+            if view.starting is not None:
+                in_progress_ts.add_metric([unit], view.starting.record.started_at)
             for outcome in ("ready", "failed"):
                 startups.add_metric([unit, outcome], float(view.outcome_counts.get(outcome, 0)))
             c = view.comparison
@@ -217,6 +244,8 @@ class SentinelCollector(Collector):
                     runtime[fact].add_metric([unit], rv)
             firing = {f.check: f for f in c.findings}
             for check in CHECKS:
+                if check == "startup_stalled":
+                    continue  # above, from the startup under way
                 f = firing.get(check)
                 severity = f.severity if f else _default_severity(policy, check)
                 regression.add_metric([unit, check, severity], 1.0 if f else 0.0)
@@ -247,6 +276,7 @@ class SentinelCollector(Collector):
             in_progress,
             started,
             ready_ts,
+            in_progress_ts,
         )
 
     def _self_metrics(self) -> Iterator[Metric]:
@@ -324,4 +354,8 @@ def _model_label(r: StartupRecord) -> str:
 
 
 def _str(value: FactValue) -> str:
-    return "" if value is None else str(value)[:64]
+    if value is None:
+        return ""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**64:
+        return ""  # str() of a huge int is slow or raises; no label is better than a wrong one
+    return str(value)[:64]

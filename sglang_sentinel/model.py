@@ -26,12 +26,14 @@ STARTUP_FACTS = (
     "max_prefill_tokens",
     "context_len",
     "available_gpu_mem_gb",
+    "available_cpu_mem_gb",
     "load_avail_mem_gb",
     "kv_cache_tokens",
     "kv_cache_gb",
     "mamba_cache_size",
     "memory_pool_avail_gb",
     "cuda_graph",
+    "cuda_graph_disabled_reason",
     "cuda_graph_mem_gb",
     "piecewise_cuda_graph",
     "piecewise_cuda_graph_disabled_reason",
@@ -47,6 +49,12 @@ STARTUP_FACTS = (
     "attention_backend",
     "kv_cache_dtype",
 )
+
+# Facts that steer the startup tracker instead of being stored as facts.
+CONTROL_FACTS = frozenset({"server_args_repr", "ready", "failure_reason"})
+
+# Every fact name a rule may produce; `rules check` rejects any other.
+KNOWN_FACTS = frozenset(STARTUP_FACTS) | RUNTIME_FACTS | CONTROL_FACTS
 
 Outcome = Literal["ready", "failed", "starting"]
 Severity = Literal["info", "warning", "critical"]
@@ -134,6 +142,8 @@ class StartupRecord:
     ended_at: float | None = None
     rule_hits: Mapping[str, int] = field(default_factory=dict)  # rule id -> lines matched
     runtime: Mapping[str, FactValue] = field(default_factory=dict)  # latest batch-line values
+    # Why facts are null although a line reported them (fact_ranges.py: not finite, out of range).
+    notes: tuple[str, ...] = ()
 
     def fact(self, name: str) -> FactValue:
         return self.facts.get(name)

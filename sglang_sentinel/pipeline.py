@@ -37,15 +37,21 @@ def source_key(config: Config) -> str:
     return "system"
 
 
-def evaluate(store: StateStore, record: StartupRecord, policy: Policy) -> Comparison:
-    """Compare `record` with its unit's pinned baseline, else the previous ready startup."""
+def evaluate(
+    store: StateStore, record: StartupRecord, policy: Policy, now: float | None = None
+) -> Comparison:
+    """Compare `record` with its unit's pinned baseline, else the previous ready startup.
+
+    `now` (unix seconds) lets a startup still starting be judged stalled; stored comparisons are
+    made without it, since a stall is a matter of the time it is looked at.
+    """
     pinned_id = store.baseline_id(record.unit)
     if pinned_id is not None:
         pinned = store.startup(pinned_id)
         if pinned is not None:
-            return compare(record, pinned, "pinned", policy)
+            return compare(record, pinned, "pinned", policy, now)
     previous = store.previous_ready(record)
-    return compare(record, previous, "previous" if previous else None, policy)
+    return compare(record, previous, "previous" if previous else None, policy, now)
 
 
 class Pipeline:
@@ -72,7 +78,7 @@ class Pipeline:
         self._uncommitted = 0
         # A cursor move with no record change is committed at most this often (seconds);
         # replaying those entries after a crash changes nothing, so delaying them is safe.
-        self._checkpoint_interval = checkpoint_interval
+        self.checkpoint_interval = checkpoint_interval
         self._last_checkpoint = 0.0
 
     def _match(self, message: str) -> list[RuleMatch]:
@@ -136,7 +142,7 @@ class Pipeline:
         dirty = self.tracker.take_dirty()
         comparisons: list[Comparison] = []
         now = time.monotonic()
-        if not dirty and not force and now - self._last_checkpoint < self._checkpoint_interval:
+        if not dirty and not force and now - self._last_checkpoint < self.checkpoint_interval:
             return comparisons
         cursor = self.source.cursor() if self._uncommitted else None
         if not dirty and cursor is None:

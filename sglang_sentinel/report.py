@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 from .model import SEVERITY_ORDER, STARTUP_FACTS, Comparison, StartupRecord
-from .state import _plain
 
 # Facts whose absence a person should be told about on a ready startup.
 _CORE_FACTS = (
@@ -50,6 +50,17 @@ def duration(seconds: float) -> str:
 # -- JSON ---------------------------------------------------------------------------------------
 
 
+def _plain(value: Any) -> Any:
+    """Tuples to lists, and floats JSON cannot carry (nan, inf) to their Python spelling."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
 def startup_json(comparison: Comparison) -> dict[str, Any]:
     """One element of the public `scan --json` contract (see README)."""
     r = comparison.record
@@ -69,6 +80,7 @@ def startup_json(comparison: Comparison) -> dict[str, Any]:
         "facts": {name: _plain(r.facts.get(name)) for name in STARTUP_FACTS},
         "launch_flags": list(r.launch_flags),
         "server_args": _plain(dict(r.server_args)),
+        "notes": list(r.notes),
         "baseline": baseline,
         "findings": [
             {

@@ -17,7 +17,8 @@ from typing import Any, Final, cast
 import yaml
 
 from sglang_sentinel.errors import RuleError
-from sglang_sentinel.model import FactValue
+from sglang_sentinel.model import KNOWN_FACTS, FactValue
+from sglang_sentinel.rule_regex import RegexError, RuleRegex
 from sglang_sentinel.rule_shapes import split_prefix
 from sglang_sentinel.rules import (
     FACT_TYPES,
@@ -60,8 +61,22 @@ def load_rules(dirs: Sequence[Path]) -> RuleSet:
 
 
 def check_rules(dirs: Sequence[Path]) -> list[str]:
-    """Every problem in the rule files of `dirs` as `file:rule_id: message`; empty when all is fine."""
-    return _load(dirs)[1]
+    """Every problem in the rule files of `dirs` as `file:rule_id: message`; empty when all is fine.
+
+    A directory without any rule file is a problem here (a mistyped path must not say "ok").
+    """
+    problems = _load(dirs)[1]
+    for directory in dirs:
+        if directory.is_dir() and not any(_rule_files(directory)):
+            problems.append(f"{directory}:-: no rule files (*.yaml other than {POLICY_FILE})")
+    return problems
+
+
+def _rule_files(directory: Path) -> list[Path]:
+    return sorted(
+        (p for p in directory.glob("*.yaml") if p.name != POLICY_FILE and p.is_file()),
+        key=lambda p: p.name,
+    )
 
 
 # --- loading -------------------------------------------------------------------------------
@@ -101,11 +116,7 @@ def _load(dirs: Sequence[Path]) -> tuple[list[Rule], list[str]]:
         if not directory.is_dir():
             problems.append(f"{directory}:-: rules directory does not exist or is not a directory")
             continue
-        files = sorted(
-            (p for p in directory.glob("*.yaml") if p.name != POLICY_FILE and p.is_file()),
-            key=lambda p: p.name,
-        )
-        for path in files:
+        for path in _rule_files(directory):
             for rule in _load_file(path, problems):
                 merged[rule.id] = rule
     rules = list(merged.values())
@@ -209,20 +220,18 @@ def _parse_rule(
     return rule if len(problems) == before else None
 
 
-def _compile(pattern: object, bad: Any) -> re.Pattern[str] | None:
+def _compile(pattern: object, bad: Any) -> RuleRegex | None:
     if not isinstance(pattern, str) or not pattern:
         bad("`regex` must be a non-empty string")
         return None
     try:
-        return re.compile(pattern)
-    except (re.error, OverflowError, RecursionError) as exc:
-        bad(f"regex does not compile: {exc}")
+        return RuleRegex(pattern)
+    except RegexError as exc:
+        bad(str(exc))
         return None
 
 
-def _parse_facts(
-    raw: object, regex: re.Pattern[str] | None, bad: Any
-) -> tuple[FactSpec, ...] | None:
+def _parse_facts(raw: object, regex: RuleRegex | None, bad: Any) -> tuple[FactSpec, ...] | None:
     if raw is None:
         return ()
     if not isinstance(raw, dict):
@@ -235,6 +244,13 @@ def _parse_facts(
             bad(f"fact name {name!r} must match [a-z][a-z0-9_]*")
             ok = False
             continue
+        if name not in KNOWN_FACTS:
+            bad(
+                f"fact {name!r} is not a fact the sentinel knows; it would never reach a report"
+                " (the fact names are listed in docs/architecture.md)"
+            )
+            ok = False
+            continue
         spec = _parse_fact(name, definition, regex, bad)
         if spec is None:
             ok = False
@@ -244,7 +260,7 @@ def _parse_facts(
 
 
 def _parse_fact(
-    name: str, definition: object, regex: re.Pattern[str] | None, bad: Any
+    name: str, definition: object, regex: RuleRegex | None, bad: Any
 ) -> FactSpec | None:
     if isinstance(definition, str):
         definition = {"type": definition}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import sys
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Final
@@ -198,32 +199,26 @@ def _scan_group(pattern: str, start: int) -> tuple[int | None, bool]:
 
 # --- digit-blind regexes ---------------------------------------------------------------------
 
-# The parser re.compile itself uses (typeshed has no stubs for it): re._parser since Python 3.11,
-# sre_parse before (a deprecated alias since). Only read, to inspect a rule's regex once at load
-# time.
-try:
-    _sre: Any = importlib.import_module("re._parser")
-except ImportError:  # Python 3.10
-    _sre = importlib.import_module("sre_parse")
-# Possessive repeats and atomic groups parse to these opcodes on 3.11+; 3.10 has neither (its
-# parser rejects the syntax), so a fresh object stands in that no opcode is.
-_POSSESSIVE_REPEAT: Any = getattr(_sre, "POSSESSIVE_REPEAT", object())
-_ATOMIC_GROUP: Any = getattr(_sre, "ATOMIC_GROUP", object())
+# A regex *text* parser, only read, to inspect a rule's pattern once at load time: CPython's own
+# (re._parser since 3.11, sre_parse before; typeshed has no stubs for either). It reads the
+# common syntax RE2 runs the same way; any pattern it reads differently is refused (conservative).
+_sre: Any = importlib.import_module("re._parser" if sys.version_info >= (3, 11) else "sre_parse")
 _ALL_DIGITS: Final = frozenset(range(ord("0"), ord("9") + 1))
 
 
-def digit_blind(pattern: re.Pattern[str]) -> bool:
-    """True when `pattern` cannot tell one ASCII digit from another.
+def digit_blind(pattern: str) -> bool:
+    """True when the regex `pattern` cannot tell one ASCII digit from another.
 
     That is: every character test in it accepts all ten ASCII digits or none of them, and it has
-    no backreference (the only construct that compares characters with each other). sre then
-    runs the very same steps on a line and on any copy of it with other digits in the same
-    places, so whether and where it matches, and every group's span, are facts of the line with
-    its digits masked. Conservative: a construct not listed below counts as telling them apart.
+    no backreference (the only construct that compares characters with each other). A regex
+    engine then makes the very same choices on a line and on any copy of it with other digits in
+    the same places, so whether and where it matches, and every group's span, are facts of the
+    line with its digits masked. Conservative: a construct not listed below counts as telling
+    them apart.
     """
     try:
-        tree = _sre.parse(pattern.pattern, pattern.flags)
-    except Exception:  # a pattern re.compile took but this parser version reads differently
+        tree = _sre.parse(pattern, 0)
+    except Exception:  # a pattern RE2 took but this parser reads differently (e.g. \pN, \z)
         return False
     return _blind(tree)
 
@@ -245,11 +240,8 @@ def _blind(items: Any) -> bool:
         elif op is _sre.SUBPATTERN:
             if not _blind(av[3]):
                 return False
-        elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, _POSSESSIVE_REPEAT):
+        elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT):
             if not _blind(av[2]):
-                return False
-        elif op is _ATOMIC_GROUP:
-            if not _blind(av):
                 return False
         elif op in (_sre.ASSERT, _sre.ASSERT_NOT):
             if not _blind(av[1]):

@@ -15,7 +15,6 @@ here); the prefix and regex analysis the matcher relies on is in `rule_shapes`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from sglang_sentinel.errors import RuleError
 from sglang_sentinel.model import RUNTIME_FACTS, FactValue, Rank, RuleMatch
+from sglang_sentinel.rule_regex import Found, RuleRegex
 from sglang_sentinel.rule_shapes import (
     BRACKET_RE,
     DECORATION_RE,
@@ -102,7 +102,7 @@ class Rule:
 
     id: str
     contains: str
-    regex: re.Pattern[str]
+    regex: RuleRegex
     facts: tuple[FactSpec, ...]
     scope: Scope = "startup"
     description: str = ""
@@ -141,12 +141,12 @@ class Rule:
             return None
         return self.facts_of(found)
 
-    def deferrable(self, found: re.Match[str]) -> bool:
+    def deferrable(self, found: Found) -> bool:
         """True when `facts_of(found)` cannot fail, so a caller may keep the line and convert it
         later (or never, when a newer line replaces it)."""
-        return self._numbers_only and found.end() - found.start() <= DEFERRABLE_SPAN
+        return self._numbers_only and found.size <= DEFERRABLE_SPAN
 
-    def fact_names(self, found: re.Match[str]) -> frozenset[str]:
+    def fact_names(self, found: Found) -> frozenset[str]:
         """The facts `facts_of(found)` yields when it converts: all but those of optional
         groups that did not take part."""
         names = [name for name, _ in self._constants]
@@ -162,7 +162,7 @@ class Rule:
         found = self.regex.search(raw[end:].decode("utf-8", "replace"))
         return None if found is None else self.facts_of(found)
 
-    def facts_of(self, found: re.Match[str]) -> dict[str, FactValue] | None:
+    def facts_of(self, found: Found) -> dict[str, FactValue] | None:
         """The facts of a regex match of this rule, or None when a value does not convert."""
         facts: dict[str, FactValue] = dict(self._constants)
         groups = found.groupdict()
@@ -176,8 +176,21 @@ class Rule:
         return facts
 
 
+def _to_int(raw: str) -> int:
+    # int() and float() accept any Unicode digit ("٤٨" is 48); a number in a log line is ASCII.
+    if not raw.isascii():
+        raise ValueError(f"non-ASCII digits in {raw!r}")
+    return int(raw)
+
+
+def _to_float(raw: str) -> float:
+    if not raw.isascii():
+        raise ValueError(f"non-ASCII digits in {raw!r}")
+    return float(raw)
+
+
 def _to_gb(raw: str) -> float:
-    return float(raw.removesuffix("GiB").removesuffix("GB").strip())
+    return _to_float(raw.removesuffix("GiB").removesuffix("GB").strip())
 
 
 def _to_bool(raw: str) -> bool:
@@ -189,7 +202,14 @@ def _to_item(raw: str) -> tuple[str, ...]:
 
 
 _CONVERTERS: Final[Mapping[str, Callable[[str], FactValue]]] = MappingProxyType(
-    {"int": int, "float": float, "gb": _to_gb, "bool": _to_bool, "str": str, "list": _to_item}
+    {
+        "int": _to_int,
+        "float": _to_float,
+        "gb": _to_gb,
+        "bool": _to_bool,
+        "str": str,
+        "list": _to_item,
+    }
 )
 
 
@@ -303,7 +323,7 @@ class RuleSet:
         object.__setattr__(
             self,
             "_digit_blind",
-            frozenset(i for i in runtime_only if digit_blind(by_id[i].regex)),
+            frozenset(i for i in runtime_only if digit_blind(by_id[i].regex.pattern)),
         )
         object.__setattr__(self, "_prefix_memo", {})
         # The memo is exact only while no literal the candidates depend on has a digit.
@@ -399,7 +419,7 @@ class RuleSet:
             return None
         return self._batch(rule, found) or _EXACT_PATH
 
-    def _batch(self, rule: Rule, found: re.Match[str]) -> BatchMatch | None:
+    def _batch(self, rule: Rule, found: Found) -> BatchMatch | None:
         """The BatchMatch of a match of a runtime-only rule; None when it may fail to convert."""
         if not rule.deferrable(found):
             return None

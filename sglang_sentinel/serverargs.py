@@ -156,8 +156,10 @@ def _decode_escape(match: re.Match[str]) -> str:
 
 
 def _number(text: str) -> Any:
-    if text.endswith("j"):
-        return text  # a complex number has no JSON form; keep its repr
+    if text.endswith("j") or not text.isascii():
+        # A complex number has no JSON form; non-ASCII digits ("٤٨", which `\d` and int()
+        # accept) are not a number SGLang printed. Keep the text as written.
+        return text
     try:
         if "." in text or "e" in text or "E" in text or "n" in text:  # 'n': inf and nan
             return float(text)

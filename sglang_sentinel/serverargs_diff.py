@@ -145,6 +145,33 @@ def _setting(args: Mapping[str, Any], canonical: str) -> tuple[Any, str | None]:
     return None, source
 
 
+def switched_off_by(args: Mapping[str, Any], canonical: str) -> tuple[str, Any] | None:
+    """The spelling (field or dotted path) and raw value that turned `canonical` off, if any.
+
+    The one table of CUDA-graph switches across versions is RENAMES; compare uses this to say
+    which setting turned a feature off and whether the command line asked for it.
+    """
+    for name in _members(canonical):
+        raw = _lookup(args, name)
+        if raw is not _MISSING and _convert(RENAMES[name].meaning, raw) is False:
+            return name, raw
+    return None
+
+
+def switch_flags(canonical: str) -> tuple[str, ...]:
+    """The command-line flags that can turn `canonical` off in any version.
+
+    An `--enable-…` flag only ever turns a feature on (leaving it out is how it stays off), so
+    it is not one of them; nested settings are set through their top-level field's flag.
+    """
+    flags = {
+        "--" + name.split(".", 1)[0].replace("_", "-")
+        for name in _members(canonical)
+        if RENAMES[name].meaning != "enable"
+    }
+    return tuple(sorted(flags))
+
+
 def normalized_settings(args: Mapping[str, Any]) -> dict[str, Any]:
     """Reduce a parsed server_args of any SGLang version to a small version-independent dict."""
     out: dict[str, Any] = {}

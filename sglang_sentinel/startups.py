@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .fact_ranges import sane_facts
 from .model import (
     RUNTIME_FACTS,
     STARTUP_FACTS,
@@ -152,6 +153,8 @@ class _Builder:
                     facts[name] = value
         if self.ready_at is not None:
             facts["startup_seconds"] = round(self.ready_at - self.started_at, 3)
+        facts, notes = sane_facts(facts)
+        runtime, runtime_notes = sane_facts(self.runtime)
         return StartupRecord(
             unit=self.unit,
             invocation_id=self.invocation_id,
@@ -164,7 +167,8 @@ class _Builder:
             failure_reason=self.failure_reason,
             ended_at=self.ended_at,
             rule_hits=dict(self.rule_hits),
-            runtime=dict(self.runtime),
+            runtime=runtime,
+            notes=tuple(notes + runtime_notes),
         )
 
 

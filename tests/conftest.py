@@ -71,3 +71,11 @@ def _host_services_untouched() -> Iterator[None]:
     changed = hostguard.differences(before, hostguard.snapshot())
     if changed:
         pytest.fail("the test run touched the host:\n" + "\n".join(changed), pytrace=False)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        help="rewrite tests/golden/*/expected-* from the current output (review the diff)",
+    )

@@ -236,13 +236,11 @@ rules:
     description: A served request (the reload test's own rule).
     scope: runtime
     contains: "POST /v1/chat/completions"
-    regex: '"POST /v1/chat/completions HTTP/1\\.1" (?P<http_status>\\d+)'
-    facts:
-      http_status: int
+    regex: '"POST /v1/chat/completions HTTP/1\\.1" 200'
     samples:
       match:
         - line: '[2026-03-09 21:41:30] INFO:     10.0.0.1:5 - "POST /v1/chat/completions HTTP/1.1" 200 OK'
-          facts: {http_status: 200}
+          facts: {}
       no_match:
         - "[2026-03-09 21:41:22 TP0] Decode batch, #running-req: 3"
 """

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sglang_sentinel.model import JournalEntry, RuleMatch
+from sglang_sentinel.rule_regex import RuleRegex
 from sglang_sentinel.rules import (
     BatchMatch,
     FactSpec,
@@ -104,18 +105,18 @@ def test_batch_lines_are_deferred_only_when_conversion_cannot_fail() -> None:
 
 def test_the_runtime_rules_are_digit_blind() -> None:
     """The pack's batch-line regexes get their outcome memoised (else the memo buys little)."""
-    assert {r.id for r in PACK.rules if r.scope == "runtime" and digit_blind(r.regex)} == {
+    assert {r.id for r in PACK.rules if r.scope == "runtime" and digit_blind(r.regex.pattern)} == {
         "prefill_batch",
         "decode_batch",
     }
 
 
 def test_digit_blind_is_conservative() -> None:
-    blind = [r"\d+", r"\d{4}-\d\d", r"[0-9.]+", r"[^,]*, (?!x)\w+", r"\D\b", r"[^a]", "(?:a|b)*"]
+    blind = [r"\d+", r"\d{4}-\d\d", r"[0-9.]+", r"(?:, [^,]*)*?, \w+", r"\D\b", r"[^a]", "(?:a|b)*"]
     seeing = [r"1", r"[0-5]", r"[^7]", r"(\d)\1", r"(a)?(?(1)b|c)", r"[\d.a-z]?x(a)?"]
-    assert all(digit_blind(re.compile(p)) for p in blind)
-    assert not any(digit_blind(re.compile(p)) for p in seeing[:5])
-    assert digit_blind(re.compile(seeing[5]))  # a class of all digits plus others is still blind
+    assert all(digit_blind(p) for p in blind)
+    assert not any(digit_blind(p) for p in seeing[:5])
+    assert digit_blind(seeing[5])  # a class of all digits plus others is still blind
 
 
 def with_digits(raw: bytes, digits: list[str]) -> bytes:
@@ -199,12 +200,12 @@ def test_a_runtime_regex_that_tells_digits_apart_is_run_on_every_line() -> None:
     rule = Rule(
         id="odd_batch",
         contains="Odd batch",
-        regex=re.compile(r"^Odd batch [13579], #running-req: (?P<running_requests>\d+)"),
+        regex=RuleRegex(r"^Odd batch [13579], #running-req: (?P<running_requests>\d+)"),
         facts=(FactSpec("running_requests", "int", "running_requests"),),
         scope="runtime",
     )
     rule_set = RuleSet((rule,))
-    assert not digit_blind(rule.regex)
+    assert not digit_blind(rule.regex.pattern)
     for digit in "1234567891":
         raw = f"[2026-03-09 21:41:22 TP0] Odd batch {digit}, #running-req: 4{digit}".encode()
         got = rule_set.match_raw(raw)

@@ -10,7 +10,7 @@ import pytest
 from journaltools import read_fixture_log, seed_fixture_dir
 
 from sglang_sentinel.errors import RuleError
-from sglang_sentinel.model import Rank, RuleMatch
+from sglang_sentinel.model import CONTROL_FACTS, RUNTIME_FACTS, STARTUP_FACTS, Rank, RuleMatch
 from sglang_sentinel.rules import (
     RuleSet,
     check_rules,
@@ -89,6 +89,7 @@ def test_facts_in_the_pack_use_the_documented_types(pack: RuleSet) -> None:
         "max_prefill_tokens": "int",
         "context_len": "int",
         "available_gpu_mem_gb": "gb",
+        "available_cpu_mem_gb": "gb",
         "load_avail_mem_gb": "gb",
         "weight_load_seconds": "float",
         "weight_mem_gb": "gb",
@@ -97,6 +98,7 @@ def test_facts_in_the_pack_use_the_documented_types(pack: RuleSet) -> None:
         "mamba_cache_size": "int",
         "memory_pool_avail_gb": "gb",
         "cuda_graph": "bool",
+        "cuda_graph_disabled_reason": "str",
         "cuda_graph_mem_gb": "gb",
         "piecewise_cuda_graph": "bool",
         "piecewise_cuda_graph_disabled_reason": "str",
@@ -112,8 +114,31 @@ def test_facts_in_the_pack_use_the_documented_types(pack: RuleSet) -> None:
     }
     for rule in pack.rules:
         for spec in rule.facts:
-            if spec.name in documented:
-                assert spec.type == documented[spec.name], (rule.id, spec.name)
+            assert spec.name in documented, (rule.id, spec.name)
+            assert spec.type == documented[spec.name], (rule.id, spec.name)
+
+
+def test_every_fact_the_pack_produces_reaches_the_record(pack: RuleSet) -> None:
+    """A fact a rule yields but the record does not carry would vanish from every report."""
+    produced = {spec.name for rule in pack.rules for spec in rule.facts}
+    assert produced - CONTROL_FACTS - RUNTIME_FACTS <= set(STARTUP_FACTS)
+
+
+def test_a_rule_with_an_unknown_fact_name_fails_the_check(tmp_path: Path) -> None:
+    (tmp_path / "x.yaml").write_text(
+        "version: 1\n"
+        "rules:\n"
+        "  - id: mystery\n"
+        "    contains: 'mystery='\n"
+        "    regex: 'mystery=(?P<mystery_value>\\d+)'\n"
+        "    facts: {mystery_value: int}\n"
+        "    samples:\n"
+        "      match: [{line: 'mystery=3', facts: {mystery_value: 3}}]\n"
+    )
+    problems = check_rules([tmp_path])
+    assert any(
+        "mystery" in p and "'mystery_value' is not a fact the sentinel knows" in p for p in problems
+    ), problems
 
 
 # --- the seed fixtures ---------------------------------------------------------------------
@@ -359,14 +384,14 @@ version: 1
 rules:
   - id: bad_regex
     contains: "abc"
-    regex: 'abc(?P<x>'
-    facts: {x: int}
-    samples: {match: [{line: "abc1", facts: {x: 1}}]}
+    regex: 'abc(?P<context_len>'
+    facts: {context_len: int}
+    samples: {match: [{line: "abc1", facts: {context_len: 1}}]}
   - id: missing_group
     contains: "abc"
     regex: 'abc(?P<y>\\d+)'
-    facts: {x: int}
-    samples: {match: [{line: "abc1", facts: {x: 1}}]}
+    facts: {context_len: int}
+    samples: {match: [{line: "abc1", facts: {context_len: 1}}]}
   - id: failing_positive
     contains: "Load weight"
     regex: '^Load weight begin\\. avail mem=(?P<load_avail_mem_gb>\\d+) GB'
@@ -377,10 +402,10 @@ rules:
           facts: {load_avail_mem_gb: 93.72}
   - id: wrong_value
     contains: "zzz "
-    regex: '^zzz (?P<n>\\d+)'
-    facts: {n: int}
+    regex: '^zzz (?P<max_prefill_tokens>\\d+)'
+    facts: {max_prefill_tokens: int}
     samples:
-      match: [{line: "[2026-03-09 21:31:25 TP0] zzz 5", facts: {n: 6}}]
+      match: [{line: "[2026-03-09 21:31:25 TP0] zzz 5", facts: {max_prefill_tokens: 6}}]
   - id: matching_negative
     contains: "qqq"
     regex: 'qqq'
@@ -405,7 +430,7 @@ rules:
     contains: ""
     regex: 'ttt'
     scope: sometimes
-    facts: {t: {type: decimal}}
+    facts: {kv_cache_dtype: {type: decimal}}
   - contains: "sss"
     regex: 'sss'
     samples: {match: [{line: "sss", facts: {}}]}
@@ -419,16 +444,16 @@ rules:
     expected_starts = [
         f"{y}:-: invalid YAML at line 4",
         f"{b}:bad_regex: regex does not compile:",
-        f"{b}:missing_group: fact 'x' needs the named group (?P<x>...) in the regex",
+        f"{b}:missing_group: fact 'context_len' needs the named group (?P<context_len>...) in the regex",
         f"{b}:failing_positive: positive sample 1 does not match",
-        f"{b}:wrong_value: positive sample 1 yields wrong facts (n=5, expected 6)",
+        f"{b}:wrong_value: positive sample 1 yields wrong facts (max_prefill_tokens=5, expected 6)",
         f"{b}:matching_negative: negative sample 1 matches this rule but must not",
         f"{b}:unknown_key: unknown key 'colour'",
         f"{b}:unknown_key: duplicate rule id in this file",
         f"{b}:Bad-Id: id must match [a-z][a-z0-9_]*",
         f"{b}:no_samples: `contains` must be a non-empty literal string",
         f"{b}:no_samples: `scope` must be startup or runtime, found 'sometimes'",
-        f"{b}:no_samples: fact 't' has invalid type 'decimal'",
+        f"{b}:no_samples: fact 'kv_cache_dtype' has invalid type 'decimal'",
         f"{b}:no_samples: `samples` with at least one `match` sample is required",
         f"{b}:-: rules[9] has no `id`",
     ]
@@ -520,14 +545,14 @@ version: 1
 rules:
   - id: flag
     contains: "flag="
-    regex: '^flag=(?P<flag>\\w+)'
-    facts: {flag: bool}
+    regex: '^flag=(?P<cuda_graph>\\w+)'
+    facts: {cuda_graph: bool}
     samples:
-      match: [{line: "flag=True", facts: {flag: true}}]
+      match: [{line: "flag=True", facts: {cuda_graph: true}}]
 """
     write(tmp_path, "a.yaml", text)
     rule_set = load_rules([tmp_path])
-    assert [dict(m.facts) for m in rule_set.match("flag=false")] == [{"flag": False}]
+    assert [dict(m.facts) for m in rule_set.match("flag=false")] == [{"cuda_graph": False}]
     assert rule_set.match("flag=maybe") == []
 
 
@@ -538,17 +563,17 @@ version: 1
 rules:
   - id: anywhere
     contains: "needle"
-    regex: '(?:hay|straw)?needle(?P<n>\\d+)'
-    facts: {n: int}
+    regex: '(?:hay|straw)?needle(?P<context_len>\\d+)'
+    facts: {context_len: int}
     samples:
       match:
-        - {line: "[2026-03-09 21:31:25 TP1] lots of hayneedle42 here", facts: {n: 42}}
+        - {line: "[2026-03-09 21:31:25 TP1] lots of hayneedle42 here", facts: {context_len: 42}}
       no_match: ["needle"]
 """
     write(tmp_path, "a.yaml", text)
     rule_set = load_rules([tmp_path])
     [match] = rule_set.match("x" * 1000 + " needle7")
-    assert dict(match.facts) == {"n": 7}
+    assert dict(match.facts) == {"context_len": 7}
     assert match.rank == Rank()
 
 

@@ -256,3 +256,28 @@ def test_reworded_summary_line_is_reported_as_fact_missing(
     assert "max_running_requests" in findings["fact_missing"]["message"]
     # Never a silent "no regression" on a fact that could not be seen:
     assert "max_running_requests_drop" not in findings
+
+
+@pytest.mark.parametrize(
+    ("extra_flag", "explained"),
+    [
+        ("", "cuda_graph_config.prefill.backend='disabled' not on the command line: set by SGLang"),
+        (
+            " --cuda-graph-backend-prefill=disabled",
+            "cuda_graph_config.prefill.backend='disabled': "
+            "--cuda-graph-backend-prefill is on the command line",
+        ),
+    ],
+)
+def test_sglang_0523_prefill_graph_off_names_who_turned_it_off(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, extra_flag: str, explained: str
+) -> None:
+    """0.5.23 keeps the switch in a nested cuda_graph_config: the finding still says who set it."""
+    a = startup_0523(StartupScript(cmdline=CMD, start="2026-10-30 10:00:00"), mrr=64, kv=400000)
+    b = StartupScript(cmdline=CMD + extra_flag, start="2026-10-30 11:00:00")
+    b = startup_0523(b, mrr=64, kv=400000, prefill=False)
+    doc = scan(capsys, journal_of(tmp_path, a, b), tmp_path)
+    (finding,) = [
+        f for f in doc["startups"][1]["findings"] if f["check"] == "piecewise_cuda_graph_disabled"
+    ]
+    assert explained in finding["message"], finding

@@ -1,0 +1,105 @@
+"""A journal with three units for the status page and the Grafana dashboard tests.
+
+- the seed fixture's `sglang-qwen.service`: a baseline startup, then a regressed one (critical);
+- an OK unit: four startups (ready, ready, failed, ready) with decode batch lines after ready;
+- a failed unit: one ready startup, then a failed one whose error line carries HTML and a URL
+  (log-derived strings are hostile; the page must show them as text and load nothing).
+
+Unit names carry a per-run token so nothing here can be mistaken for a real service.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+import journaltools
+
+SEED_UNIT = "sglang-qwen.service"
+SEED_BASELINE = "6a1f0c2e9b7d4e3f8a5b1c0d2e4f6a8b"
+SEED_REGRESSED = "c37e91d04a5b4f6e9d8c7b6a5f4e3d2c"
+HOSTILE = "<script>document.title='pwned'</script><img src=http://203.0.113.9/x.png> & \"quoted\""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    journal_dir: Path
+    seed_unit: str
+    ok_unit: str
+    failed_unit: str
+
+    @property
+    def units(self) -> list[str]:
+        return [self.seed_unit, self.ok_unit, self.failed_unit]
+
+
+def _ready(
+    unit: str, day: str, mrr: int, kv: int, *, batches: bool = False
+) -> journaltools.StartupScript:
+    s = journaltools.StartupScript(
+        unit=unit, start=f"{day} 10:00:00", boot_at="2026-03-10 00:00:00", pid=5000 + int(day[-2:])
+    )
+    s.started(f"{day} 10:00:00")
+    s.line(f"[{day} 10:00:05 TP0] Load weight begin. avail mem=76.47 GB")
+    s.line(
+        f"[{day} 10:00:20 TP0] Load weight end. elapsed=12.50 s, type=Qwen3ForCausalLM, "
+        "dtype=torch.bfloat16, avail mem=61.20 GB, mem usage=15.27 GB."
+    )
+    s.line(
+        f"[{day} 10:00:30 TP0] KV Cache is allocated. #tokens: {kv}, K size: 10.00 GB, "
+        "V size: 10.00 GB"
+    )
+    s.line(
+        f"[{day} 10:00:35 TP0] Capture cuda graph begin. This can take up to several minutes. "
+        "avail mem=22.81 GB"
+    )
+    s.line(
+        f"[{day} 10:00:45 TP0] Capture cuda graph end. Time elapsed: 9.80 s. mem usage=0.74 GB. "
+        "avail mem=22.07 GB."
+    )
+    s.line(
+        f"[{day} 10:00:50 TP0] max_total_num_tokens={kv}, chunked_prefill_size=8192, "
+        f"max_prefill_tokens=16384, max_running_requests={mrr}, "
+        "context_len=32768, available_gpu_mem=10.00 GB"
+    )
+    s.line(f"[{day} 10:00:55] The server is fired up and ready to roll!")
+    if batches:
+        for i, tput in enumerate((148.20, 151.63, 156.84)):
+            s.line(
+                f"[{day} 10:0{1 + i}:00 TP0] Decode batch, #running-req: 3, #token: 13520, "
+                f"token usage: 0.03, cuda graph: True, gen throughput (token/s): {tput}, "
+                "#queue-req: 0"
+            )
+    return s
+
+
+def _failed(unit: str, day: str, reason: str) -> journaltools.StartupScript:
+    s = journaltools.StartupScript(
+        unit=unit, start=f"{day} 12:00:00", boot_at="2026-03-10 00:00:00", pid=6000 + int(day[-2:])
+    )
+    s.started(f"{day} 12:00:00")
+    s.line(f"[{day} 12:00:20 TP0] Scheduler hit an exception: {reason}")
+    s.process_exited(1, when=f"{day} 12:00:21")
+    s.failed("exit-code", when=f"{day} 12:00:21")
+    return s
+
+
+def build(tmp_path: Path) -> Scenario:
+    """Write the export files and turn them, with the seed fixture's, into one journal."""
+    token = secrets.token_hex(4)
+    ok_unit = f"sglang-pages-ok-{token}.service"
+    failed_unit = f"sglang-pages-failed-{token}.service"
+    scripts = [
+        _ready(ok_unit, "2026-03-11", 64, 400_000),
+        _ready(ok_unit, "2026-03-12", 64, 400_000),
+        _failed(ok_unit, "2026-03-13", "torch.OutOfMemoryError: CUDA out of memory."),
+        _ready(ok_unit, "2026-03-14", 64, 400_000, batches=True),
+        _ready(failed_unit, "2026-03-11", 32, 200_000),
+        _failed(failed_unit, "2026-03-15", HOSTILE),
+    ]
+    exports = [journaltools.seed_fixture_dir() / "journal.export"]
+    for i, script in enumerate(scripts):
+        exports.append(script.write(tmp_path / f"page-{i}.export"))
+    journal_dir = journaltools.build_journal(exports, tmp_path / "page-journal", "pages")
+    return Scenario(journal_dir, SEED_UNIT, ok_unit, failed_unit)

@@ -1,0 +1,99 @@
+"""The status page renderer on its own: escaping, what it never shows, verdicts, charts."""
+
+from __future__ import annotations
+
+import re
+
+from sglang_sentinel.html import UnitStatus, render_page
+from sglang_sentinel.model import Comparison, Finding, StartupRecord
+
+HOSTILE = '<script>alert(1)</script><img src="https://203.0.113.9/x"> & "q"'
+
+
+def record(
+    inv: str, started: float, outcome: str = "ready", mrr: int | None = 48, **kw: object
+) -> StartupRecord:
+    return StartupRecord(
+        unit=str(kw.pop("unit", "sglang-a.service")),
+        invocation_id=inv * 8,
+        started_at=started,
+        ready_at=started + 60 if outcome == "ready" else None,
+        outcome=outcome,  # type: ignore[arg-type]
+        facts={"max_running_requests": mrr, "kv_cache_tokens": 1000, "model_path": "/m/Qwen"},
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def page(*statuses: UnitStatus, refresh: int | None = None) -> str:
+    return render_page(
+        statuses, generated_at=1_773_000_000.0, version="9.9", refresh_seconds=refresh
+    )
+
+
+def test_log_derived_strings_are_escaped_everywhere() -> None:
+    """Unit name, failure reason and evidence come from logs: no tag of theirs survives."""
+    base = record("a", 1_773_000_000.0)
+    failed = record("b", 1_773_100_000.0, "failed", None, unit=HOSTILE, failure_reason=HOSTILE)
+    finding = Finding("startup_failed", "critical", None, None, HOSTILE, evidence=(HOSTILE,))
+    status = UnitStatus(
+        HOSTILE, Comparison(failed, base, "previous", (finding,)), None, (base, failed), False
+    )
+    html = page(status)
+    assert "<script" not in html and "<img" not in html
+    assert (
+        "&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=&quot;https://203.0.113.9/x&quot;&gt; &amp; &quot;q&quot;"
+        in html
+    )
+    assert not re.search(r"\b(src|href)=\"?(https?:)?//", html)
+
+
+def test_server_args_are_never_rendered() -> None:
+    r = record("a", 1_773_000_000.0, server_args={"api_key": "sk-SHOULD-NOT-SHOW", "x": "ARGVAL"})
+    html = page(UnitStatus("sglang-a.service", Comparison(r, None, None, ()), None, (r,), False))
+    assert "sk-SHOULD-NOT-SHOW" not in html and "ARGVAL" not in html
+
+
+def test_verdicts_read_without_colour() -> None:
+    """Each verdict is a word with an icon; the title names the worst one."""
+    ok_base, ok = record("a", 1.0e9), record("b", 1.0e9 + 100)
+    starting = record("c", 1.0e9 + 200, "starting", None)
+    html = page(
+        UnitStatus(
+            "u-ok.service", Comparison(ok, ok_base, "pinned", ()), None, (ok_base, ok), True
+        ),
+        UnitStatus("u-new.service", None, starting, (starting,), False),
+        UnitStatus("u-none.service", None, None, (), False),
+    )
+    assert "<title>STARTING · sglang-sentinel</title>" in html
+    assert '<span class="badge">✔ OK</span> <span class="unit">u-ok.service</span>' in html
+    assert '<span class="badge">… STARTING</span> <span class="unit">u-new.service</span>' in html
+    assert (
+        '<span class="badge">○ no startup yet</span> <span class="unit">u-none.service</span>'
+        in html
+    )
+    assert "✔ No findings: every fact seen matches the baseline." in html
+
+
+def test_chart_has_one_point_per_startup_and_marks_failures() -> None:
+    history = (
+        record("a", 1.0e9, mrr=48),
+        record("b", 1.0e9 + 100, "failed", None),
+        record("c", 1.0e9 + 200, mrr=26),
+    )
+    finding = Finding(
+        "max_running_requests_drop", "critical", 48, 26, "max_running_requests 48 → 26"
+    )
+    status = UnitStatus(
+        "u.service", Comparison(history[2], history[0], "pinned", (finding,)), None, history, True
+    )
+    html = page(status, refresh=30)
+    svg = re.search(r'<svg class="chart"[^>]*aria-label="max_running_requests[^"]*".*?</svg>', html)
+    assert svg is not None
+    chart = svg.group(0)
+    assert (
+        'aria-label="max_running_requests over the last 3 startups: 48, failed, 26; baseline 48"'
+        in chart
+    )
+    assert chart.count("<circle") == 2 and chart.count('class="pt-failed') == 1
+    assert 'class="pt last flag-critical"' in chart
+    assert '<meta http-equiv="refresh" content="30">' in html
