@@ -16,7 +16,14 @@ import pytest
 from conftest import require_root
 
 REPO = Path(__file__).resolve().parent.parent
-PEERS = {"prometheus", "prometheus-alertmanager", "mtail", "sqlite3"}
+PEERS = {
+    "prometheus",
+    "prometheus-alertmanager",
+    "mtail",
+    "sqlite3",
+    "chromium",
+    "fonts-dejavu-core",
+}
 PEER_UNITS = {
     "prometheus": "prometheus.service",
     "prometheus-alertmanager": "prometheus-alertmanager.service",
