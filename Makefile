@@ -1,7 +1,7 @@
 # The README's commands. Every target uses .venv/bin/... directly; bootstrap prepares it.
 BIN := .venv/bin
 
-.PHONY: bootstrap bootstrap-test demo test test-pythons check bench bench-smoke ci
+.PHONY: bootstrap bootstrap-test demo test test-pythons check bench bench-smoke ci dashboard
 
 # What demo and check need; bootstrap-test adds the test peers (prometheus, alertmanager,
 # mtail, sqlite3), used as binaries with their services left disabled.
@@ -26,6 +26,11 @@ check: bootstrap
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy --strict
 	$(BIN)/sentinel rules check
+	$(BIN)/python -m sglang_sentinel.grafana --check
+
+# Regenerate deploy/grafana/sglang-sentinel.json from sglang_sentinel/grafana.py.
+dashboard: bootstrap
+	$(BIN)/python -m sglang_sentinel.grafana
 
 bench: bootstrap-test
 	$(BIN)/python -m bench

@@ -236,7 +236,8 @@ def cmd_scan(args: argparse.Namespace) -> int:
     seen: dict[str, None] = {}
     while True:
         n = pipeline.process(limit=50_000)
-        for c in pipeline.commit():
+        # The last commit takes a split server_args line as it is: no continuation will come.
+        for c in pipeline.commit(final=n == 0):
             seen[c.record.invocation_id] = None
         if n == 0:
             break
@@ -415,7 +416,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise NoDataError(str(exc)) from exc
     policy = _policy(config)
     units = list(args.units or config.units)
-    statuses = collect_status(store, units, policy)
+    statuses = collect_status(store, units, policy, now=time.time())
     if args.html is None:
         print(render_report([s.comparison for s in statuses if s.comparison is not None]))
         return EXIT_OK

@@ -36,12 +36,21 @@ from .journal import JournalSource
 from .logs import configure_logging
 from .metrics import SentinelCollector, UnitView
 from .model import Comparison, Finding, Stats
-from .pipeline import Pipeline, evaluate, load_rules_and_policy, source_key
+from .pipeline import CommitFailed, Pipeline, evaluate, load_rules_and_policy, source_key
 from .state import StateStore
 
 log = structlog.get_logger("sglang_sentinel")
 
 BATCH = 5_000  # entries between commits while catching up
+# Longest stretch of reading between looks at signals, the watchdog and the commit: a SIGTERM
+# or a watchdog ping never waits for a whole batch of long lines.
+SLICE_S = 0.25
+# Retries of a failed commit (database locked, disk full): first after this, doubling up to
+# the cap; the records wait in memory and reading pauses meanwhile.
+RETRY_FIRST_S = 0.5
+RETRY_MAX_S = 30.0
+# How long one commit waits for another process's write lock before it counts as failed.
+BUSY_TIMEOUT_S = 1.0
 HOUSEKEEPING_S = 1.0  # longest sleep: pin changes, watchdog, status
 ANNOUNCED_KEPT = 256  # startups whose last logged outcome/findings are remembered
 
@@ -115,7 +124,7 @@ class Daemon:
             loader = functools.partial(load_config, config_path)
         self._loader = loader
         self.rules, self.policy = load_rules_and_policy(config)
-        self.store = StateStore(config.state_dir)
+        self.store = StateStore(config.state_dir, busy_timeout=BUSY_TIMEOUT_S)
         self.source = JournalSource(
             config.units, directory=config.journal.directory, files=config.journal.files
         )
@@ -146,6 +155,11 @@ class Daemon:
         # shares the writer's connection (or the collector's lock) with HTTP threads.
         self._page_lock = threading.Lock()
         self._page_store: StateStore | None = None
+        # A failed commit: when to retry it, the next wait, and the failures in this episode.
+        self._view_faults: set[tuple[str, str]] = set()
+        self._retry_at: float | None = None
+        self._retry_wait = RETRY_FIRST_S
+        self._failed_commits = 0
         registry = CollectorRegistry(auto_describe=False)
         registry.register(
             SentinelCollector(
@@ -180,10 +194,15 @@ class Daemon:
                 if latest and latest.outcome != "starting"
                 else self.store.latest(unit, decided=True)
             )
-            comparison = evaluate(self.store, decided, self.policy) if decided else None
+            comparison = None
             starting = None
-            if latest is not None and latest.outcome == "starting":
-                starting = evaluate(self.store, latest, self.policy, now=self._clock())
+            try:
+                if decided is not None:
+                    comparison = self.pipeline.evaluator(self.store, decided, self.policy)
+                if latest is not None and latest.outcome == "starting":
+                    starting = evaluate(self.store, latest, self.policy, now=self._clock())
+            except Exception as exc:  # one unit's fault never empties /metrics
+                self._view_failed(unit, exc)
             views.append(
                 UnitView(
                     unit=unit,
@@ -195,12 +214,23 @@ class Daemon:
             )
         self._snapshot = _Snapshot(tuple(views), frozenset(self.store.baselines()))
 
+    def _view_failed(self, unit: str, exc: Exception) -> None:
+        key = (unit, type(exc).__name__)
+        if key in self._view_faults:
+            errors = self.stats.processing_errors
+            errors["metrics"] = errors.get("metrics", 0) + 1
+            return  # logged once per unit and kind; every scrape would repeat it
+        self._view_faults.add(key)
+        self.pipeline._failed("metrics", exc, unit=unit)
+
     def status_page(self) -> str:
         """The page served at `/`: the same renderer as `sentinel report --html`."""
         with self._page_lock:
             if self._page_store is None:
                 self._page_store = StateStore(self.config.state_dir, readonly=True)
-            statuses = collect_status(self._page_store, self.config.units, self.policy)
+            statuses = collect_status(
+                self._page_store, self.config.units, self.policy, now=self._clock()
+            )
         return render_page(
             statuses,
             generated_at=time.time(),
@@ -298,6 +328,9 @@ class Daemon:
             jt = self.source.reader.get_timeout_ms()
             if jt is not None and jt >= 0:
                 timeout_ms = min(timeout_ms, jt)
+            if self._retry_at is not None:
+                wait_ms = int((self._retry_at - time.monotonic()) * 1000)
+                timeout_ms = max(1, min(timeout_ms, wait_ms))
             poller.poll(timeout_ms)
             try:
                 while os.read(wake_r, 512):
@@ -315,18 +348,27 @@ class Daemon:
             self._housekeeping()
 
     def _drain(self) -> None:
-        """Read and commit everything available now, in batches."""
+        """Read and commit everything available now, in slices of at most BATCH entries and
+        SLICE_S seconds; while a commit keeps failing, retry it with backoff and read nothing."""
         while not self._stop:
+            if self._retry_at is not None and (
+                time.monotonic() < self._retry_at or not self._commit()
+            ):
+                return
             try:
-                n = self.pipeline.process(limit=BATCH)
+                n = self.pipeline.process(
+                    limit=BATCH,
+                    deadline=time.monotonic() + SLICE_S,
+                    stop=lambda: self._stop,
+                )
             except JournalError as exc:
                 self.stats.journal_up = False
                 log.error("journal_read_failed", error=str(exc))
                 return
             self.stats.journal_up = True
-            comparisons = self.pipeline.commit()
-            self._after_commit(comparisons)
-            if n < BATCH:
+            if not self._commit():
+                return
+            if n == 0 or (n < BATCH and not self.pipeline.cut_short):
                 self.stats.processing_lag_seconds = 0.0
                 return
             if self.stats.last_entry_realtime is not None:
@@ -334,6 +376,29 @@ class Daemon:
                     0.0, time.time() - self.stats.last_entry_realtime
                 )
             self._ping_watchdog()
+
+    def _commit(self) -> bool:
+        """Commit what was read; on failure schedule a retry and say False."""
+        try:
+            comparisons = self.pipeline.commit()
+        except CommitFailed as exc:
+            self._failed_commits += 1
+            if self._failed_commits == 1:
+                log.error(
+                    "commit_failed",
+                    error=str(exc),
+                    pending_startups=self.pipeline.tracker.dirty_count,
+                    action="keeping the records and the cursor; retrying",
+                )
+            self._ping_watchdog()  # a fault of the disk is not a hang of the loop
+            self._retry_at = time.monotonic() + self._retry_wait
+            self._retry_wait = min(self._retry_wait * 2, RETRY_MAX_S)
+            return False
+        if self._failed_commits:
+            log.info("commit_recovered", failed_attempts=self._failed_commits)
+        self._retry_at, self._retry_wait, self._failed_commits = None, RETRY_FIRST_S, 0
+        self._after_commit(comparisons)
+        return True
 
     def _after_commit(self, comparisons: Sequence[Comparison]) -> None:
         for c in comparisons:
@@ -535,10 +600,14 @@ class Daemon:
             self.pusher.start()
 
     def _shutdown(self) -> None:
+        # One last try; when it fails nothing of it is stored (the cursor neither), so the next
+        # start reads those entries again.
         try:
             self.pipeline.commit(force=True)
         except SentinelError as exc:
-            log.error("final_commit_failed", error=str(exc))
+            log.error(
+                "final_commit_failed", error=str(exc), action="entries are read again on start"
+            )
         if self.pusher is not None:
             self.pusher.stop()
         if self._server is not None:

@@ -331,9 +331,31 @@ class SentinelCollector(Collector):
             "Alert batches that failed to reach Alertmanager.",
             value=s.alertmanager_push_failures,
         )
+        errors = CounterMetricFamily(
+            PREFIX + "processing_errors",
+            "Entries or startups whose handling raised; each was logged and skipped.",
+            labels=["stage"],
+        )
+        for stage in PROCESSING_STAGES:
+            errors.add_metric([stage], float(s.processing_errors.get(stage, 0)))
+        yield errors
+        yield CounterMetricFamily(
+            PREFIX + "state_commit_failures",
+            "Transactions that failed (database locked, disk full) and were retried.",
+            value=s.commit_failures,
+        )
+        yield CounterMetricFamily(
+            PREFIX + "journal_corrupt_reads",
+            "Journal reads that hit a corrupt file (EBADMSG) and skipped it.",
+            value=s.journal_corrupt_reads,
+        )
         build = InfoMetricFamily(PREFIX + "build", "sglang-sentinel build.", labels=["version"])
         build.add_metric([__version__], {})
         yield build
+
+
+# The stages an entry or a startup passes through; processing_errors has a series for each.
+PROCESSING_STAGES = ("rules", "tracker", "compare", "state", "metrics")
 
 
 def _default_severity(policy: Policy, check: str) -> str:

@@ -66,10 +66,23 @@ def resolve_state_dir(arg: str | Path | None, environ: Mapping[str, str] = os.en
     return DEFAULT_STATE_DIR
 
 
+class _Savepoint:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+        self.done = False
+
+    def rollback(self) -> None:
+        self._db.execute("ROLLBACK TO one_record")
+        self._db.execute("RELEASE one_record")
+        self.done = True
+
+
 class StateStore:
     """One SQLite database in the state directory."""
 
-    def __init__(self, state_dir: Path, *, readonly: bool = False) -> None:
+    def __init__(
+        self, state_dir: Path, *, readonly: bool = False, busy_timeout: float = 10.0
+    ) -> None:
         self.path = state_dir / DB_NAME
         self.readonly = readonly
         if readonly:
@@ -85,7 +98,7 @@ class StateStore:
                 )
             # check_same_thread=False: scrape threads share it under the collector's lock.
             self._db = sqlite3.connect(
-                self.path, timeout=10, isolation_level=None, check_same_thread=False
+                self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
             )
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
@@ -176,15 +189,36 @@ class StateStore:
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """BEGIN IMMEDIATE ... COMMIT; rolls back on any exception."""
+        """BEGIN IMMEDIATE ... COMMIT; rolls back on any exception, a failed COMMIT included.
+
+        SQLite may have rolled back already (SQLITE_FULL, SQLITE_IOERR): the ROLLBACK is then
+        skipped, and its own failure never hides the error that caused it.
+        """
         self._db.execute("BEGIN IMMEDIATE")
         try:
             yield
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        else:
             self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
+            raise
+
+    @contextmanager
+    def savepoint(self) -> Iterator[_Savepoint]:
+        """A nested part of a transaction that can be undone alone (`.rollback()`)."""
+        self._db.execute("SAVEPOINT one_record")
+        sp = _Savepoint(self._db)
+        try:
+            yield sp
+        except BaseException:
+            if not sp.done and self._db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK TO one_record")
+                    self._db.execute("RELEASE one_record")
+            raise
+        if not sp.done:
+            self._db.execute("RELEASE one_record")
 
     # -- writing (call inside transaction()) ----------------------------------------------------
 

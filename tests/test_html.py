@@ -61,7 +61,7 @@ def test_verdicts_read_without_colour() -> None:
         UnitStatus(
             "u-ok.service", Comparison(ok, ok_base, "pinned", ()), None, (ok_base, ok), True
         ),
-        UnitStatus("u-new.service", None, starting, (starting,), False),
+        UnitStatus("u-new.service", None, Comparison(starting, None, None, ()), (starting,), False),
         UnitStatus("u-none.service", None, None, (), False),
     )
     assert "<title>STARTING · sglang-sentinel</title>" in html
@@ -97,3 +97,27 @@ def test_chart_has_one_point_per_startup_and_marks_failures() -> None:
     assert chart.count("<circle") == 2 and chart.count('class="pt-failed') == 1
     assert 'class="pt last flag-critical"' in chart
     assert '<meta http-equiv="refresh" content="30">' in html
+
+
+def test_a_stalled_startup_under_way_is_the_verdict() -> None:
+    """startup_stalled (judged at page time) outranks the ready startup before it."""
+    ready = record("a", 1.0e9)
+    hung = record("b", 1.0e9 + 100, "starting", None)
+    stall = Finding(
+        "startup_stalled", "warning", 60, 1800.0, "still starting after 1800 s (limit 900 s)"
+    )
+    html = page(
+        UnitStatus(
+            "u.service",
+            Comparison(ready, None, None, ()),
+            Comparison(hung, ready, "previous", (stall,)),
+            (ready, hung),
+            False,
+        )
+    )
+    assert "<title>STALLED · sglang-sentinel</title>" in html
+    assert (
+        '<span class="badge">◷ STALLED</span> <span class="unit">u.service</span></a>'
+        ' <span class="reason">still starting after 1800 s (limit 900 s)</span>'
+    ) in html
+    assert '<strong class="sev-warning">◷ stalled</strong>: still starting after 1800 s' in html
