@@ -1,7 +1,7 @@
 # The README's commands. Every target uses .venv/bin/... directly; bootstrap prepares it.
 BIN := .venv/bin
 
-.PHONY: bootstrap bootstrap-test demo test test-pythons check bench bench-smoke ci dashboard
+.PHONY: bootstrap bootstrap-test demo test test-pythons check bench bench-smoke ci dashboard e2e
 
 # What demo and check need; bootstrap-test adds the test peers (prometheus, alertmanager,
 # mtail, sqlite3), used as binaries with their services left disabled.
@@ -46,3 +46,9 @@ ci: bootstrap-test
 	@# make test has just run the suite on .venv's Python; the other supported ones follow.
 	bash scripts/test-pythons.sh --skip-python $(BIN)/python
 	$(MAKE) --no-print-directory bench-smoke
+
+# The end-to-end under a real systemd PID 1 (as root): Debian 12 and 13 roots booted with
+# systemd-nspawn, installed as the README says. Not part of `ci`; .ci/run runs it after.
+E2E_SUITES ?= bookworm trixie
+e2e:
+	bash scripts/e2e.sh $(E2E_SUITES)

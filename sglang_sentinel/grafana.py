@@ -33,6 +33,17 @@ BY = "instance, unit"  # a unit name is unique per host, not across a fleet
 Panel = dict[str, Any]
 
 
+def _at(severity: str) -> str:
+    return f'({PREFIX}regression{{{SEL}, severity="{severity}"}} == 1)'
+
+
+# One row per firing check at the highest severity it reached (a check that reached critical may
+# also have its warning series at 1).
+ACTIVE_REGRESSIONS = (
+    f"{_at('critical')} or on ({BY}, check) {_at('warning')} or on ({BY}, check) {_at('info')}"
+)
+
+
 def exported_metric_names() -> set[str]:
     """Every series name the sentinel's collector exports, read from a fresh registry."""
     registry = CollectorRegistry(auto_describe=False)
@@ -196,9 +207,11 @@ def _panels() -> Iterator[Panel]:
     )
     yield _stat(
         g,
-        "Units with a warning",
-        "Units whose latest startup has at least one warning finding.",
-        f'sum(max by ({BY}) ({PREFIX}regression{{{SEL}, severity="warning"}}))',
+        "Units with warnings only",
+        "Units whose latest startup has warning findings and no critical one.",
+        f'count(max by ({BY}) ({PREFIX}regression{{{SEL}, severity="warning"}}) == 1'
+        f' unless on ({BY}) max by ({BY}) ({PREFIX}regression{{{SEL}, severity="critical"}}) == 1)'
+        " or vector(0)",
         "orange",
     )
     yield _stat(
@@ -234,7 +247,7 @@ def _panels() -> Iterator[Panel]:
         "table",
         "Active regressions",
         "Every finding of the latest startups, with its severity (see the runbook per check).",
-        [target(f"{PREFIX}regression{{{SEL}}} == 1", ref="A", instant=True, table=True)],
+        [target(ACTIVE_REGRESSIONS, ref="A", instant=True, table=True)],
         w=24,
         h=7,
         options={"showHeader": True, "sortBy": [{"displayName": "severity", "desc": False}]},

@@ -240,6 +240,15 @@ def test_every_panel_query_returns_data_from_prometheus(
                 (scenario.stalled_unit, "startup_stalled", "warning"),
             ]
         )
+
+        def value(title: str) -> str:
+            [result] = query(concrete(exprs[title]))
+            return str(result["value"][1])
+
+        assert value("Units with a critical regression A") == "2"  # the seed, the failed unit
+        assert value("Units with warnings only A") == "1"  # the stalled unit
+        assert value("Latest startup failed A") == "1"
+        assert value("Startups under way A") == "1"
         timeline = query(concrete(exprs["Startup timeline A"]))
         assert {r["metric"]["unit"]: r["value"][1] for r in timeline} == {
             scenario.seed_unit: "1",
