@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sqlite3
 import sys
 import time
 from collections.abc import Sequence
@@ -30,7 +31,7 @@ from .model import SEVERITY_ORDER, Comparison, StartupRecord
 from .pipeline import Pipeline, evaluate, load_rules_and_policy, source_key
 from .report import render_diff, render_report, render_startups, scan_json, startup_json
 from .rules import check_rules, default_rules_dir
-from .state import StateStore
+from .state import DB_NAME, StateStore, broken_database
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_PENDING = 0, 1, 2, 3, 4
 # `check --wait`: how often the state is re-read while the latest startup is still starting.
@@ -483,6 +484,13 @@ def _join_option_values(argv: Sequence[str]) -> list[str]:
     return out
 
 
+def _state_path(args: argparse.Namespace) -> Path:
+    try:
+        return _load(args).state_dir / DB_NAME
+    except SentinelError:
+        return Path("sentinel.sqlite3")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = _join_option_values(sys.argv[1:] if argv is None else argv)
     try:
@@ -500,6 +508,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except ConfigError as exc:
         print_error("error: invalid configuration:\n  " + "\n  ".join(exc.problems))
+        return EXIT_USAGE
+    except sqlite3.DatabaseError as exc:  # corruption found past the open-time check
+        print(f"error: {broken_database(_state_path(args), exc)}", file=sys.stderr)
         return EXIT_USAGE
     except (UsageError, NoDataError, JournalError) as exc:
         print_error(f"error: {exc}")

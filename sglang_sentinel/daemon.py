@@ -505,6 +505,7 @@ class Daemon:
         return False
 
     def _housekeeping(self) -> None:
+        self.store.check_file()  # a deleted database: stop loudly rather than write to nothing
         version = self.store.data_version()
         if version != self._data_version:
             self.publish()

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import structlog
 from systemd import journal
 
 from .errors import JournalError
@@ -24,6 +25,10 @@ APPEND = journal.APPEND
 INVALIDATE = journal.INVALIDATE
 
 _COREDUMP_MESSAGE_ID = "fc2e22bc6ee647b6b90729ab34a250b1"
+# EBADMSG reads in a row after which the reader counts as stuck on a corrupt spot.
+_MAX_BAD_IN_A_ROW = 10_000
+
+log = structlog.get_logger("sglang_sentinel")
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
 
 
@@ -55,6 +60,8 @@ class JournalSource:
         self._reader: Any = None
         self._last_invocation: dict[str, str] = {}
         self.last_realtime_us: int | None = None
+        # Reads that failed on a corrupt journal file (EBADMSG) and were skipped.
+        self.corrupt_reads = 0
 
     # -- opening and positioning ---------------------------------------------------------------
 
@@ -163,16 +170,28 @@ class JournalSource:
         # belongs to one unit, so an equal one means the same unit and invocation.
         context: bytes | None = None
         count = 0
+        bad_in_a_row = 0
         try:
             while limit is None or count < limit:
                 try:
                     if not next_():
                         return
+                    bad_in_a_row = 0
                 except OSError as exc:
-                    if exc.errno == errno.EBADMSG:
-                        # A corrupt entry/file: skip it rather than stop following.
-                        continue
-                    raise JournalError(f"reading the journal failed: {exc}") from exc
+                    if exc.errno != errno.EBADMSG:
+                        raise JournalError(f"reading the journal failed: {exc}") from exc
+                    # A corrupt entry or file: skip it rather than stop following, and say so.
+                    self.corrupt_reads += 1
+                    bad_in_a_row += 1
+                    if self.corrupt_reads == 1:
+                        log.warning("journal_file_corrupt", error=str(exc), action="skipped")
+                    if bad_in_a_row >= _MAX_BAD_IN_A_ROW:
+                        # The reader does not move past it: reading on would loop forever.
+                        raise JournalError(
+                            f"reading the journal failed: {bad_in_a_row} corrupt reads in a row "
+                            "without progress (run `journalctl --verify`)"
+                        ) from exc
+                    continue
                 count += 1
                 try:
                     raw = get("MESSAGE")

@@ -87,6 +87,12 @@ class StateStore:
         self.readonly = readonly
         if readonly:
             self._db = self._open_readonly(state_dir)
+            try:
+                self._check_readable()
+            except sqlite3.DatabaseError as exc:
+                raise StateError(broken_database(self.path, exc)) from exc
+            st = os.stat(self.path)
+            self._identity = (st.st_dev, st.st_ino)
             return
         try:
             state_dir.mkdir(parents=True, exist_ok=True, mode=0o750)
@@ -104,11 +110,16 @@ class StateStore:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
+            self._check_readable()
+            st = os.stat(self.path)
+            self._identity = (st.st_dev, st.st_ino)
         except PermissionError as exc:
             raise StateError(
                 f"state directory {state_dir} is not writable ({exc.strerror}); "
                 "pass --state-dir or set SENTINEL_STATE_DIR"
             ) from exc
+        except sqlite3.DatabaseError as exc:
+            raise StateError(broken_database(self.path, exc)) from exc
         except sqlite3.Error as exc:
             raise StateError(f"cannot use state database {self.path}: {exc}") from exc
         except OSError as exc:
@@ -148,10 +159,10 @@ class StateStore:
                 ) from exc
             try:
                 return self._connect_ro(base + "&immutable=1")
-            except sqlite3.Error as exc2:
-                raise StateError(f"cannot read state database {self.path}: {exc2}") from exc2
-        except sqlite3.Error as exc:
-            raise StateError(f"cannot read state database {self.path}: {exc}") from exc
+            except sqlite3.DatabaseError as exc2:
+                raise StateError(broken_database(self.path, exc2)) from exc2
+        except sqlite3.DatabaseError as exc:
+            raise StateError(broken_database(self.path, exc)) from exc
 
     @staticmethod
     def _connect_ro(uri: str) -> sqlite3.Connection:
@@ -159,7 +170,7 @@ class StateStore:
         try:
             db.execute("PRAGMA foreign_keys=ON")
             # Opening is lazy: read the schema now so a failure surfaces here.
-            db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
         except BaseException:
             db.close()
             raise
@@ -167,6 +178,39 @@ class StateStore:
 
     def close(self) -> None:
         self._db.close()
+
+    def _check_readable(self) -> None:
+        """A database that is empty (zero length, never written) or fails SQLite's quick check
+        is refused up front with a recovery hint, not at the first query with a traceback."""
+        row = self._db.execute(
+            "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='startups'"
+        ).fetchone()
+        if not row[0]:
+            raise StateError(
+                f"state database {self.path} is empty (zero length or never written); "
+                "run `sentinel scan` or `sentinel run` to create it, or move it aside"
+            )
+        verdict = self._db.execute("PRAGMA quick_check(1)").fetchone()
+        if verdict is None or verdict[0] != "ok":
+            detail = verdict[0] if verdict else "no answer"
+            raise sqlite3.DatabaseError(f"quick_check: {detail}")
+
+    def check_file(self) -> None:
+        """Raise StateError when the database file was deleted or replaced under us: writes
+        would go to an unlinked file that nothing else can see and that is lost on stop."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            raise StateError(
+                f"state database {self.path} was deleted while the sentinel ran; stopping so "
+                "that a restart re-creates it (startups are read again from the journal; pin "
+                "baselines again)"
+            ) from None
+        if (st.st_dev, st.st_ino) != self._identity:
+            raise StateError(
+                f"state database {self.path} was replaced while the sentinel ran; stopping so "
+                "that a restart opens the new file"
+            )
 
     def _migrate(self) -> None:
         with self.transaction():
@@ -398,6 +442,16 @@ class StateStore:
     def data_version(self) -> int:
         """Changes when another connection commits (lets the daemon see `baseline --pin`)."""
         return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+
+
+def broken_database(path: Path, exc: BaseException) -> str:
+    """The one-line message for a state database SQLite cannot read, with the way out."""
+    detail = " ".join(str(exc).split())[:200]  # one line, whatever SQLite said
+    return (
+        f"state database {path} is unreadable ({detail}); move it aside "
+        f"(mv {path} {path}.broken) and rebuild it with `sentinel scan` "
+        "(pinned baselines must be pinned again)"
+    )
 
 
 # -- JSON (de)serialisation of records ------------------------------------------------------------
