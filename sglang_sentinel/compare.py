@@ -46,6 +46,9 @@ _KEYS = {
     "fact_missing": {"severity", "facts", "enabled"},
     "startup_stalled": {"severity", "enabled", "baseline_multiple", "min_seconds"},
 }
+# Checks whose severity grows with the size of the drop, and the tiers they pass through.
+ESCALATING_CHECKS = frozenset(k for k, keys in _KEYS.items() if "critical_drop_percent" in keys)
+ESCALATION_TIERS: tuple[Severity, ...] = ("warning", "critical")
 # startup_stalled defaults (rules/policy.yaml sets them too): 3x the baseline, at least 15 min.
 STALL_BASELINE_MULTIPLE = 3.0
 STALL_MIN_SECONDS = 900.0
@@ -69,6 +72,25 @@ class Policy:
     def severity(self, check: str) -> Severity:
         value = self.checks.get(check, {}).get("severity", "warning")
         return "critical" if value == "critical" else "info" if value == "info" else "warning"
+
+    def tiers(self, check: str) -> tuple[Severity, ...]:
+        """The severities a finding of `check` can have, lowest first; drop checks escalate."""
+        if check in ESCALATING_CHECKS:
+            return ESCALATION_TIERS
+        return (self.severity(check),)
+
+
+def reached_tiers(check: str, severity: Severity) -> tuple[Severity, ...]:
+    """The severity tiers a finding has reached: one alert (and one series) per tier.
+
+    A drop check that escalates keeps its warning alert and adds the critical one, so the
+    alert a person already acknowledged is never resolved by getting worse (Alertmanager's
+    identity of an alert is its whole label set, severity included).
+    """
+    if check in ESCALATING_CHECKS:
+        rank = _SEVERITIES.index(severity)
+        return tuple(t for t in ESCALATION_TIERS if _SEVERITIES.index(t) <= rank) or (severity,)
+    return (severity,)
 
 
 # libyaml's parser when PyYAML has it (the pure-Python one is slow to start with).

@@ -38,6 +38,7 @@ from .config_schema import (
     RulesConfig,
     choice,
     config_to_dict,
+    container_name,
     describe_keys,
     describe_value,
     duration,
@@ -154,10 +155,10 @@ class _Checker:
         return self.items(value, path, self.path)
 
     def units(self, value: Any, path: str) -> tuple[str, ...]:
-        units = self.items(value, path, unit_name)
-        if not value:
-            raise InvalidValue("at least one unit is needed, e.g. [sglang-qwen.service]")
-        return units
+        return self.items(value, path, unit_name)
+
+    def containers(self, value: Any, path: str) -> tuple[str, ...]:
+        return self.items(value, path, container_name)
 
     def urls(self, value: Any, path: str) -> tuple[str, ...]:
         return self.items(value, path, http_url(strict=True))
@@ -180,6 +181,12 @@ class _Checker:
                     self.problem(f"{path}.{name}", str(exc))
         return MappingProxyType(labels)
 
+    def label_value(self, value: Any, path: str) -> str:
+        text = label_string(value, path)
+        if not text:
+            raise InvalidValue("must not be empty")
+        return text
+
     def policy(self, value: Any, path: str) -> Mapping[str, Any]:
         """Inline `policy:` overrides, validated here so problems name this config file."""
         checked = self.mapping(value, path)
@@ -200,8 +207,17 @@ class _Checker:
         # Keys are checked in file order so the problem list reads top to bottom.
         top = self.section(raw, "")
         d = Config()
-        units = self.take(top, "units", "", d.units, self.units)
+        seen = len(self.problems)
+        containers = self.take(top, "containers", "", d.containers, self.containers)
+        # Containers alone watch no unit: the default unit applies only when neither is set.
+        default_units = () if containers and "units" not in top else d.units
+        units = self.take(top, "units", "", default_units, self.units)
+        if not units and not containers and len(self.problems) == seen:
+            self.problem(
+                "units", "at least one unit or container is needed, e.g. [sglang-qwen.service]"
+            )
 
+        gpu = self.take(top, "gpu", "", d.gpu, label_string)
         journal = self.section(top.get("journal"), "journal")
         directory = self.take(journal, "directory", "journal", d.journal.directory, self.path)
         files = self.take(journal, "files", "journal", d.journal.files, self.paths)
@@ -236,6 +252,8 @@ class _Checker:
         )
         return Config(
             units=units,
+            containers=containers,
+            gpu=gpu,
             journal=JournalConfig(directory=directory, files=files),
             state_dir=state_dir,
             listen=listen,
@@ -276,6 +294,8 @@ class _Checker:
             generator_url=self.take(
                 am, "generator_url", p, d.generator_url, http_url(strict=False)
             ),
+            instance=self.take(am, "instance", p, d.instance, self.label_value),
+            job=self.take(am, "job", p, d.job, self.label_value),
             external_labels=self.take(am, "external_labels", p, d.external_labels, self.labels),
             bearer_token_file=self.take(am, "bearer_token_file", p, d.bearer_token_file, self.path),
         )

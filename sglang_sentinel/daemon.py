@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from systemd import daemon as sd
 
 from . import __version__
-from .alerts import AlertPusher
+from .alerts import AlertPusher, default_instance
 from .compare import stall_after
 from .config import Config, load_config
 from .errors import ConfigError, JournalError, RuleError, SentinelError
@@ -114,7 +114,7 @@ class Daemon:
         self.rules, self.policy = load_rules_and_policy(config)
         self.store = StateStore(config.state_dir, busy_timeout=BUSY_TIMEOUT_S)
         self.source = JournalSource(
-            config.units, directory=config.journal.directory, files=config.journal.files
+            config.targets, directory=config.journal.directory, files=config.journal.files
         )
         self.stats = Stats()
         self.pipeline = Pipeline(
@@ -155,6 +155,7 @@ class Daemon:
                 rule_hits=lambda: dict(self.pipeline.tracker.rule_hits),
                 policy=lambda: self.policy,
                 baselines_pinned=lambda: set(self._snapshot.pinned),
+                gpu=lambda: self.config.gpu or "",
             )
         )
         self.registry = registry
@@ -174,7 +175,7 @@ class Daemon:
     def publish(self) -> None:
         """Rebuild the snapshot from committed state (loop thread only, after a commit)."""
         views = []
-        for unit in self.config.units:
+        for unit in self.config.targets:
             latest = self.store.latest(unit)
             decided = (
                 latest
@@ -216,7 +217,7 @@ class Daemon:
             if self._page_store is None:
                 self._page_store = StateStore(self.config.state_dir, readonly=True)
             statuses = collect_status(
-                self._page_store, self.config.units, self.policy, now=self._clock()
+                self._page_store, self.config.targets, self.policy, now=self._clock()
             )
         return render_page(
             statuses,
@@ -263,7 +264,7 @@ class Daemon:
         old_fd = signal.set_wakeup_fd(wake_w)
         handlers = self._install_signals()
         sd.notify("READY=1")
-        log.info("sentinel_started", units=list(self.config.units), version=__version__)
+        log.info("sentinel_started", units=list(self.config.targets), version=__version__)
         try:
             self._loop(wake_r)
         finally:
@@ -507,6 +508,7 @@ class Daemon:
             key
             for key, before, after in (
                 ("units", old.units, config.units),
+                ("containers", old.containers, config.containers),
                 ("journal", old.journal, config.journal),
                 ("state_dir", old.state_dir, config.state_dir),
                 ("listen", old.listen, config.listen),
@@ -516,6 +518,7 @@ class Daemon:
         self.config = dataclasses.replace(
             config,
             units=old.units,
+            containers=old.containers,
             journal=old.journal,
             state_dir=old.state_dir,
             listen=old.listen,
@@ -542,6 +545,7 @@ class Daemon:
             self.pusher = AlertPusher(
                 self.config.alertmanager,
                 stats=self.stats,
+                instance=default_instance(self.config.listen),
                 generator_url=f"http://{self.config.listen}/metrics",
             )
             self.pusher.start()
