@@ -276,6 +276,11 @@ class JournalSource:
             ),
         )
 
+    @property
+    def partial_pending(self) -> bool:
+        """Pieces of a container line read but not yielded yet (the cursor is past them)."""
+        return self._partials.pending
+
     def realtime_us(self) -> int:
         """The realtime timestamp (µs) of the entry the reader is on."""
         return int(self.reader._get_realtime())

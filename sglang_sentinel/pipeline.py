@@ -182,7 +182,8 @@ class Pipeline:
         and keeps every record pending, so the next commit stores them with the cursor.
         """
         now = self._clock()
-        if self.tracker.split_pending:
+        # Docker's 16 KiB pieces of a container line wait in the source the same way.
+        if self.tracker.split_pending or self.source.partial_pending:
             if self._hold_since is None:
                 self._hold_since = now
             if not final and now - self._hold_since < SPLIT_HOLD_SECONDS:
