@@ -12,26 +12,24 @@ import functools
 import os
 import select
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from socketserver import ThreadingMixIn
 from types import FrameType
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import structlog
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from systemd import daemon as sd
 
 from . import __version__
-from .alerts import AlertPusher
+from .alerts import AlertPusher, default_instance
 from .compare import stall_after
 from .config import Config, load_config
 from .errors import ConfigError, JournalError, RuleError, SentinelError
 from .html import collect_status, render_page
+from .httpserver import BoundedWSGIServer, make_metrics_server
 from .journal import JournalSource
 from .logs import configure_logging
 from .metrics import SentinelCollector, UnitView
@@ -53,16 +51,6 @@ RETRY_MAX_S = 30.0
 BUSY_TIMEOUT_S = 1.0
 HOUSEKEEPING_S = 1.0  # longest sleep: pin changes, watchdog, status
 ANNOUNCED_KEPT = 256  # startups whose last logged outcome/findings are remembered
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # scrapes every 15 s would drown the journal
-
-
-class _Server(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-    allow_reuse_address = True
 
 
 # The page forbids loading anything; the header repeats the page's own meta policy.
@@ -126,7 +114,7 @@ class Daemon:
         self.rules, self.policy = load_rules_and_policy(config)
         self.store = StateStore(config.state_dir, busy_timeout=BUSY_TIMEOUT_S)
         self.source = JournalSource(
-            config.units, directory=config.journal.directory, files=config.journal.files
+            config.targets, directory=config.journal.directory, files=config.journal.files
         )
         self.stats = Stats()
         self.pipeline = Pipeline(
@@ -140,7 +128,7 @@ class Daemon:
         )
         self._stop = False
         self._reload = False
-        self._server: _Server | None = None
+        self._server: BoundedWSGIServer | None = None
         self._data_version = -1
         self._last_status = ""
         self._watchdog_s = _watchdog_interval()
@@ -167,6 +155,7 @@ class Daemon:
                 rule_hits=lambda: dict(self.pipeline.tracker.rule_hits),
                 policy=lambda: self.policy,
                 baselines_pinned=lambda: set(self._snapshot.pinned),
+                gpu=lambda: self.config.gpu or "",
             )
         )
         self.registry = registry
@@ -186,7 +175,7 @@ class Daemon:
     def publish(self) -> None:
         """Rebuild the snapshot from committed state (loop thread only, after a commit)."""
         views = []
-        for unit in self.config.units:
+        for unit in self.config.targets:
             latest = self.store.latest(unit)
             decided = (
                 latest
@@ -228,7 +217,7 @@ class Daemon:
             if self._page_store is None:
                 self._page_store = StateStore(self.config.state_dir, readonly=True)
             statuses = collect_status(
-                self._page_store, self.config.units, self.policy, now=self._clock()
+                self._page_store, self.config.targets, self.policy, now=self._clock()
             )
         return render_page(
             statuses,
@@ -243,17 +232,11 @@ class Daemon:
     def serve(self) -> None:
         host, port = self.config.listen.host, self.config.listen.port
         try:
-            server = make_server(
-                host,
-                port,
-                _landing(make_wsgi_app(self.registry), self.status_page),
-                server_class=_Server,
-                handler_class=_QuietHandler,
+            server = make_metrics_server(
+                host, port, _landing(make_wsgi_app(self.registry), self.status_page)
             )
         except OSError as exc:
             raise SentinelError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
-        if ":" in host:
-            server.address_family = socket.AF_INET6
         self._server = server
         threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
         log.info("metrics_listening", address=f"{host}:{server.server_port}")
@@ -281,7 +264,7 @@ class Daemon:
         old_fd = signal.set_wakeup_fd(wake_w)
         handlers = self._install_signals()
         sd.notify("READY=1")
-        log.info("sentinel_started", units=list(self.config.units), version=__version__)
+        log.info("sentinel_started", units=list(self.config.targets), version=__version__)
         try:
             self._loop(wake_r)
         finally:
@@ -525,6 +508,7 @@ class Daemon:
             key
             for key, before, after in (
                 ("units", old.units, config.units),
+                ("containers", old.containers, config.containers),
                 ("journal", old.journal, config.journal),
                 ("state_dir", old.state_dir, config.state_dir),
                 ("listen", old.listen, config.listen),
@@ -534,6 +518,7 @@ class Daemon:
         self.config = dataclasses.replace(
             config,
             units=old.units,
+            containers=old.containers,
             journal=old.journal,
             state_dir=old.state_dir,
             listen=old.listen,
@@ -560,6 +545,7 @@ class Daemon:
             self.pusher = AlertPusher(
                 self.config.alertmanager,
                 stats=self.stats,
+                instance=default_instance(self.config.listen),
                 generator_url=f"http://{self.config.listen}/metrics",
             )
             self.pusher.start()

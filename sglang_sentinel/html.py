@@ -74,9 +74,13 @@ def collect_status(
     pins = store.baselines()
     out = []
     for unit in units:
-        records = store.startups([unit])
+        records = store.recent(unit, history)
         latest = records[-1] if records else None
-        decided = next((r for r in reversed(records) if r.outcome != "starting"), None)
+        decided = (
+            latest
+            if latest is not None and latest.outcome != "starting"
+            else store.latest(unit, decided=True)
+        )
         out.append(
             UnitStatus(
                 unit=unit,
@@ -84,7 +88,7 @@ def collect_status(
                 starting=evaluate(store, latest, policy, now=now)
                 if latest is not None and latest.outcome == "starting"
                 else None,
-                history=tuple(records[-history:]),
+                history=tuple(records),
                 pinned=unit in pins,
             )
         )

@@ -15,6 +15,7 @@ from typing import Any
 import structlog
 from systemd import journal
 
+from .containers import PartialLines, add_container_matches, split_targets, start_id, target_of
 from .errors import JournalError
 from .model import JournalEntry
 from .text import clean_message
@@ -43,8 +44,12 @@ class JournalSource:
     ) -> None:
         if not units:
             raise JournalError("no units to watch")
+        # Targets: unit names and `docker:NAME` containers (see containers.py).
         self.units = tuple(units)
-        self._unit_set = frozenset(self.units)
+        plain, containers = split_targets(self.units)
+        self._unit_set = frozenset(plain)
+        self._containers = frozenset(containers)
+        self._partials = PartialLines()
         self.directory = directory
         self.files = tuple(files)
         self._reader: Any = None
@@ -74,7 +79,9 @@ class JournalSource:
             raise JournalError(f"cannot open {where}: {exc.strerror or exc}") from exc
         # Long server_args lines must arrive whole; 0 lifts libsystemd's 64 KiB truncation.
         reader.data_threshold = 0
-        add_unit_matches(reader, self.units)
+        plain, containers = split_targets(self.units)
+        add_unit_matches(reader, plain)
+        add_container_matches(reader, containers)
         # Ask for the fd now: libsystemd sets up its inotify watches lazily on the first
         # get_fd(), and files created before that would go unnoticed (see systemd#40788).
         reader.fileno()
@@ -87,13 +94,16 @@ class JournalSource:
         return self._reader
 
     def seek_head(self) -> None:
+        self._partials.clear()
         self.reader.seek_head()
 
     def seek_realtime(self, seconds: float) -> None:
+        self._partials.clear()
         self.reader.seek_realtime(seconds)
 
     def seek_boot_start(self) -> None:
         """Position before the first entry of the current boot (what `journalctl -b` shows)."""
+        self._partials.clear()
         try:
             self.reader.seek_monotonic(0)
         except (OSError, ValueError):
@@ -102,6 +112,7 @@ class JournalSource:
     def seek_cursor(self, cursor: str) -> bool:
         """Resume after `cursor`. Returns False when its entry is gone and we continue after it."""
         reader = self.reader
+        self._partials.clear()
         try:
             reader.seek_cursor(cursor)
         except OSError:
@@ -219,6 +230,10 @@ class JournalSource:
                 cmdline=cmdline,
             )
             return entry, True
+        if self._containers:
+            name = _first(get, ("CONTAINER_NAME",))
+            if name is not None and name in self._containers:
+                return self._container_entry(name, raw), False
         # PID 1 (or systemd-coredump) talking about a watched unit.
         about = _first(get, ("UNIT", "COREDUMP_UNIT"))
         if about is None or about not in units:
@@ -234,6 +249,32 @@ class JournalSource:
             pid=int(pid_raw) if pid_raw and pid_raw.isdigit() else None,
         )
         return entry, False
+
+    def _container_entry(self, name: str, raw: bytes) -> JournalEntry | None:
+        """A watched container's line (Docker's journald driver), its pieces joined first.
+
+        Never "own": dockerd's invocation id is on every container's lines, so the raw-line
+        fast path of `lines()` must not take the next entry for the same start.
+        """
+        get = self.reader._get
+        target = target_of(name)
+        line = self._partials.add(
+            target,
+            raw,
+            partial=_first(get, ("CONTAINER_PARTIAL_MESSAGE",)) == "true",
+            partial_id=_first(get, ("CONTAINER_PARTIAL_ID",)),
+        )
+        if line is None:
+            return None  # a piece of a longer line; the entry with its last piece yields it
+        return JournalEntry(
+            unit=target,
+            message=clean_message(line),
+            realtime_us=self.realtime_us(),
+            invocation_id=start_id(
+                _first(get, ("CONTAINER_ID_FULL",)) or "",
+                _first(get, ("CONTAINER_LOG_EPOCH",)),
+            ),
+        )
 
     def realtime_us(self) -> int:
         """The realtime timestamp (µs) of the entry the reader is on."""

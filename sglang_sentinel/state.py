@@ -377,6 +377,15 @@ class StateStore:
             raise UsageError(f"startup {ref!r} is ambiguous: {ids}")
         return hits[0]
 
+    def recent(self, unit: str, limit: int) -> list[StartupRecord]:
+        """The unit's last `limit` startups, oldest first (the status page's history)."""
+        rows = self._db.execute(
+            "SELECT record FROM startups WHERE unit=?"
+            " ORDER BY started_at DESC, invocation_id DESC LIMIT ?",
+            (unit, limit),
+        ).fetchall()
+        return [record_from_json(r[0]) for r in reversed(rows)]
+
     def latest(self, unit: str, *, decided: bool = False) -> StartupRecord | None:
         """The unit's newest startup; with decided=True the newest that is ready or failed."""
         where = " AND outcome IN ('ready', 'failed')" if decided else ""

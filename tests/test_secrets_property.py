@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import json
 import string
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from journaltools import StartupScript, build_journal
+from pushcapture import PushCapture
 from sentinelproc import Sentinels, wait_until
 
 from sglang_sentinel.cli import main
@@ -295,36 +294,6 @@ def sentinels(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sentinels]:
         yield s
     finally:
         s.stop_all()
-
-
-class PushCapture:
-    """An Alertmanager stand-in on 127.0.0.1:0 that keeps every raw push body."""
-
-    def __init__(self) -> None:
-        self.bodies: list[bytes] = []
-        capture = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                capture.bodies.append(self.rfile.read(int(self.headers["Content-Length"])))
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_port}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
