@@ -178,11 +178,11 @@ _FLAG_VALUE = re.compile(
     r"""(?P<value>'[^'\n]*+'|"[^"\n]*+"|(?!-)[^\s'"]++)"""
 )
 _BEARER = re.compile(r"(?i)(?<![\w-])(?P<scheme>bearer)[ \t]+(?P<value>[\w.~+/=-]++)")
-# `token X` / `Basic X` / `key X` in prose: only a value with a digit is taken for a credential
-# ("the token is invalid" keeps its words).
+# `token X` / `Basic X` / `key X` in prose: only a dot-free value with letters and digits is
+# taken for a credential ("the token is invalid", "missing key model.layers.10.mlp" keep theirs).
 _SCHEME_VALUE = re.compile(
     r"(?i)(?<![\w-])(?P<scheme>token|basic|key|password|secret)[ \t]+"
-    r"(?P<value>(?=[\w.~+/=-]*[0-9])[\w.~+/=-]{8,}+)"
+    r"(?P<value>(?=[\w~+/=-]*[0-9])(?=[\w~+/=-]*[A-Za-z])[\w~+/=-]{8,}+)(?![\w.~+/=-])"
 )
 _PROVIDER_TOKEN = re.compile(r"(?<![\w-])(?:sk-[A-Za-z0-9_-]{8,}+|hf_[A-Za-z0-9]{30,}+)")
 # Token shapes that are secrets wherever they appear, inside a path or a sentence included:

@@ -275,6 +275,8 @@ def test_redaction_functions_remove_every_generated_secret(secret: str, shaped: 
         "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
         "max_total_num_tokens=507050, max_running_requests=48, context_len=262144",
         "12345678901234567890123",
+        "Scheduler hit an exception: KeyError: missing key model.layers.10.mlp.weight",
+        "Capture cuda graph bs [1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104]",
         "DeepSeek-V3-0324 Qwen3-235B-A22B-Instruct-2507 nvidia/Llama-3_3-Nemotron-Super-49B-v1_5",
     ],
 )
