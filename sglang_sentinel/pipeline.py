@@ -92,6 +92,7 @@ class Pipeline:
         self.source_key = source_key
         self.stats = stats if stats is not None else Stats()
         self.tracker = StartupTracker(self._match, rules.match_raw, on_error=self._entry_failed)
+        self.tracker.monotonic = source.monotonic
         # The comparison stage; a seam so a fault in it can be injected and seen isolated.
         self.evaluator = evaluator
         self._clock = clock
