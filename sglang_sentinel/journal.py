@@ -296,9 +296,22 @@ class JournalSource:
             ),
         )
 
+    @property
+    def partial_pending(self) -> bool:
+        """Pieces of a container line read but not yielded yet (the cursor is past them)."""
+        return self._partials.pending
+
     def realtime_us(self) -> int:
         """The realtime timestamp (µs) of the entry the reader is on."""
         return int(self.reader._get_realtime())
+
+    def monotonic(self) -> tuple[int, str] | None:
+        """The monotonic timestamp (µs since boot) and boot id of the entry the reader is on."""
+        try:
+            usec, boot = self.reader._get_monotonic()
+        except OSError:
+            return None
+        return int(usec), bytes(boot).hex()
 
     def cursor(self) -> str | None:
         """The cursor of the entry last read, or None before the first read."""

@@ -92,6 +92,7 @@ class Pipeline:
         self.source_key = source_key
         self.stats = stats if stats is not None else Stats()
         self.tracker = StartupTracker(self._match, rules.match_raw, on_error=self._entry_failed)
+        self.tracker.monotonic = source.monotonic
         # The comparison stage; a seam so a fault in it can be injected and seen isolated.
         self.evaluator = evaluator
         self._clock = clock
@@ -189,7 +190,8 @@ class Pipeline:
         and keeps every record pending, so the next commit stores them with the cursor.
         """
         now = self._clock()
-        if self.tracker.split_pending:
+        # Docker's 16 KiB pieces of a container line wait in the source the same way.
+        if self.tracker.split_pending or self.source.partial_pending:
             if self._hold_since is None:
                 self._hold_since = now
             if not final and now - self._hold_since < SPLIT_HOLD_SECONDS:

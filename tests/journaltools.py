@@ -158,6 +158,12 @@ def build_journal(
     directory.mkdir(parents=True, exist_ok=True)
     # journal-remote insists on an output name ending in ".journal".
     output = directory / f"{name}.journal"
+    if len(paths) > 1:
+        # journal-remote reads several inputs in an order of its own, and the file's order is
+        # the journal's order (what the sentinel follows); one stream keeps the order given.
+        joined = directory / f".{name}.joined.export"
+        joined.write_bytes(b"".join(_export_entries_block(Path(p)) for p in paths))
+        paths = [joined]
     result = subprocess.run(
         [str(JOURNAL_REMOTE), f"--output={output}", *map(str, paths)],
         capture_output=True,
@@ -169,6 +175,14 @@ def build_journal(
             f"systemd-journal-remote failed ({result.returncode}) for {paths}: {result.stderr}"
         )
     return directory
+
+
+def _export_entries_block(path: Path) -> bytes:
+    """An export file's bytes ending in exactly one blank line (the entry separator)."""
+    data = path.read_bytes()
+    if not data or data.endswith(b"\n\n"):
+        return data
+    return data + (b"\n" if data.endswith(b"\n") else b"\n\n")
 
 
 # --- the vendored fixtures -------------------------------------------------------------------
