@@ -92,8 +92,21 @@ class StateStore:
             self._db = self._open_readonly(state_dir)
             try:
                 self._check_readable()
+                outdated = self._version() < SCHEMA_VERSION
             except sqlite3.DatabaseError as exc:
                 raise StateError(broken_database(self.path, exc)) from exc
+            if outdated:
+                # An older state read before the daemon upgraded it: upgrade it in place when
+                # this user may write it (e.g. root), else say who can.
+                if not os.access(self.path, os.W_OK) or not os.access(state_dir, os.W_OK):
+                    raise StateError(
+                        f"state database {self.path} has an older schema and this user may"
+                        " not upgrade it; restart the sentinel (or run this command once as"
+                        " its user or root)"
+                    )
+                self._db.close()
+                StateStore(state_dir, busy_timeout=busy_timeout).close()
+                self._db = self._open_readonly(state_dir)
             st = os.stat(self.path)
             self._identity = (st.st_dev, st.st_ino)
             return
@@ -114,8 +127,6 @@ class StateStore:
             self._db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
             self._check_readable()
-            if readonly and self._version() < SCHEMA_VERSION:
-                self._migrate()  # an older state read before the daemon upgraded it
             st = os.stat(self.path)
             self._identity = (st.st_dev, st.st_ino)
         except PermissionError as exc:
