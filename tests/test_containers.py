@@ -10,7 +10,11 @@ from dockerjournal import COPIER_BUF, Container, DockerHost
 from journaltools import ExportValue, StartupScript, build_journal, write_export
 
 from sglang_sentinel.cli import main
+from sglang_sentinel.config import Config
 from sglang_sentinel.containers import PartialLines, start_id
+from sglang_sentinel.journal import JournalSource
+from sglang_sentinel.pipeline import Pipeline, load_rules_and_policy
+from sglang_sentinel.state import StateStore
 
 NAME = "sgl-test-qwen"
 
@@ -244,3 +248,47 @@ def test_quadlet_is_watched_as_its_service(
         (f"{QUADLET}.service", b.invocation_id, 100, 2),
     ]
     assert doc["startups"][1]["findings"][0]["check"] == "max_running_requests_drop"
+
+
+def open_pipeline(journal: Path, state: Path) -> Pipeline:
+    target = f"docker:{NAME}"
+    rules, policy = load_rules_and_policy(Config(units=(target,)))
+    source = JournalSource([target], directory=journal)
+    source.open()
+    return Pipeline(source, rules, policy, StateStore(state), source_key="test")
+
+
+def drain(p: Pipeline) -> None:
+    while p.process(limit=1000):
+        p.commit()
+    p.commit(final=True)
+
+
+def test_a_commit_between_the_pieces_of_a_container_line_keeps_the_cursor_before_them(
+    tmp_path: Path,
+) -> None:
+    """Stopped after any piece: the restart reads the whole line again (no half server_args)."""
+    host = DockerHost()
+    c = host.container(NAME).start()
+    c.line("entrypoint: starting sglang.launch_server", when="2026-01-01 10:00:00")
+    epoch = c.epoch
+    sglang_start(c, "2026-01-01", 128)
+    for e in host.entries:  # one start: the entrypoint line and SGLang's lines
+        e["CONTAINER_LOG_EPOCH"] = str(epoch)
+    jdir = journal(tmp_path, host.entries)
+    whole = open_pipeline(jdir, tmp_path / "oneshot")
+    drain(whole)
+    [want] = whole.store.startups([f"docker:{NAME}"])
+    assert want.server_args["cuda_graph_bs"] == list(range(6000))
+    for cut in range(1, len(host.entries)):
+        p = open_pipeline(jdir, tmp_path / f"state-{cut}")
+        p.process(limit=cut)
+        p.commit()
+        p.source.close()
+        p.store.close()  # a SIGKILL here loses only memory
+        again = open_pipeline(jdir, tmp_path / f"state-{cut}")
+        again.resume(from_boot_start=False)
+        drain(again)
+        [got] = again.store.startups([f"docker:{NAME}"])
+        assert got.server_args == want.server_args, cut
+        assert got.facts == want.facts, cut

@@ -13,7 +13,7 @@ import json
 import random
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -34,7 +34,7 @@ CAPTURE = "Capture cuda graph bs [1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72
 
 
 def at(ts: float) -> datetime:
-    return datetime.fromtimestamp(ts, UTC)
+    return datetime.fromtimestamp(ts, timezone.utc)
 
 
 def stamp(ts: float, ranks: str = " TP0") -> str:

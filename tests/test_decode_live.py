@@ -9,7 +9,6 @@ well under a second).
 
 from __future__ import annotations
 
-import os
 import random
 import secrets
 import subprocess
@@ -31,7 +30,7 @@ from bench import decode as sim  # noqa: E402
 pytestmark = pytest.mark.slow
 _ = spawn  # the fixture, imported for this module's tests
 HERE = Path(__file__).resolve().parent
-UNIT = f"sglang-decode-live-{os.getpid()}.service"  # unique to this test run
+UNIT = journaltools.unique_unit("sglang-decode-live")  # unique to this test run
 CAPTURE = "Capture cuda graph bs [1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80]"
 
 
