@@ -30,6 +30,16 @@ _COREDUMP_MESSAGE_ID = "fc2e22bc6ee647b6b90729ab34a250b1"
 _MAX_BAD_IN_A_ROW = 10_000
 
 log = structlog.get_logger("sglang_sentinel")
+BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
+
+
+def current_boot_id(path: Path = BOOT_ID_FILE) -> str:
+    """This boot's id as the journal's `_BOOT_ID` spells it: 32 hex digits, no dashes."""
+    try:
+        text = path.read_text(encoding="ascii")
+    except OSError as exc:
+        raise JournalError(f"cannot read the boot id from {path}: {exc.strerror or exc}") from exc
+    return text.strip().replace("-", "")
 
 
 class JournalSource:
@@ -102,13 +112,23 @@ class JournalSource:
         self._partials.clear()
         self.reader.seek_realtime(seconds)
 
-    def seek_boot_start(self) -> None:
-        """Position before the first entry of the current boot (what `journalctl -b` shows)."""
+    def seek_boot_start(self, boot_id: str | None = None) -> None:
+        """Position before the first entry of boot `boot_id` (default: the current one) and read
+        only that boot from then on, as `journalctl -b -u UNIT` does.
+
+        Not `seek_monotonic(0)`: on a persistent journal whose archived files hold earlier boots,
+        that lands on an earlier boot's first entry (monotonic times of different boots cannot
+        be compared). A `_BOOT_ID` match is exact. A running daemon never leaves its boot, so
+        keeping the match costs nothing; the next start resumes from the saved cursor instead.
+        """
         self._partials.clear()
-        try:
-            self.reader.seek_monotonic(0)
-        except (OSError, ValueError):
-            self.reader.seek_head()
+        boot = boot_id if boot_id is not None else current_boot_id()
+        reader = self.reader
+        reader.flush_matches()
+        add_unit_matches(reader, self.units)
+        reader.add_conjunction()
+        reader.add_match(_BOOT_ID=boot)
+        reader.seek_head()
 
     def seek_cursor(self, cursor: str) -> bool:
         """Resume after `cursor`. Returns False when its entry is gone and we continue after it."""

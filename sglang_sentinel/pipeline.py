@@ -112,10 +112,17 @@ class Pipeline:
         self.rules = rules
         self.tracker.match_raw = rules.match_raw
 
-    def resume(self, *, from_boot_start: bool = True, max_age_seconds: float | None = None) -> None:
+    def resume(
+        self,
+        *,
+        from_boot_start: bool = True,
+        max_age_seconds: float | None = None,
+        boot_id: str | None = None,
+    ) -> None:
         """Seek to the saved cursor (or the start of this boot) and restore open startups.
 
-        `max_age_seconds` caps how far back reading starts, with or without a cursor.
+        `max_age_seconds` caps how far back reading starts, with or without a cursor. `boot_id`
+        names "this boot" (default: the running kernel's, /proc/sys/kernel/random/boot_id).
         """
         self.tracker.restore(self.store.open_builders())
         cursor = self.store.cursor(self.source_key)
@@ -127,7 +134,7 @@ class Pipeline:
             if oldest is not None:
                 self.source.seek_realtime(oldest)
             elif from_boot_start:
-                self.source.seek_boot_start()
+                self.source.seek_boot_start(boot_id)
             else:
                 self.source.seek_head()
             return
