@@ -225,18 +225,22 @@ WantedBy=multi-user.target
             self.sh("update-ca-certificates >/dev/null")
             s.detail = "update-ca-certificates"
 
+        with self.step("stand-in SGLang unit, then a reboot (an earlier boot's startup)") as s:
+            self.standin_unit(f"--startup 1 --serve --delay-ms 1 {FLAGS}")
+            self.sh(f"systemctl enable {self.unit}")
+            inv0 = self.start_standin(restart=False)
+            m.reboot()
+            # Enabled: it starts again on this boot, before the sentinel is even installed.
+            inv1 = self.show(self.unit, "InvocationID")
+            wait_until(lambda: self.standin_ready(inv1), 15, f"{self.unit} ready after the reboot")
+            s.detail = f"{self.unit}: {inv0[:8]} on boot 1, {inv1[:8]} on boot 2"
+
         with self.step("README 1 package") as s:
             self.readme("package")
             where = self.sh("command -v sentinel").strip()
             if where != "/usr/local/bin/sentinel":
                 raise JourneyError(f"sentinel on PATH is {where!r}")
             s.detail = ", ".join(self.sh("python3 --version; sentinel --version").split("\n")[:2])
-
-        with self.step("stand-in SGLang unit") as s:
-            self.standin_unit(f"--startup 1 --serve --delay-ms 1 {FLAGS}")
-            self.sh(f"systemctl enable {self.unit}")
-            inv1 = self.start_standin(restart=False)
-            s.detail = f"{self.unit} ready, invocation {inv1[:8]}"
 
         with self.step("README 2 config") as s:
             self.readme("config")
@@ -302,7 +306,12 @@ WantedBy=multi-user.target
             if SECRET in text:
                 raise JourneyError("the stand-in's --api-key reached /metrics")
             self.known = [str(r["invocation_id"]) for r in self.expect_startups(["ready"])]
-            s.detail = f"127.0.0.1:{self.port}/metrics: max_running_requests 48, 1 ready startup"
+            if self.known != [inv1]:
+                raise JourneyError(f"first start recorded {self.known}, not this boot's {inv1}")
+            s.detail = (
+                f"127.0.0.1:{self.port}/metrics: max_running_requests 48; the first start "
+                "recorded this boot's startup only"
+            )
 
         with self.step("README 4 pin while running") as s:
             pid = self.main_pid()
@@ -312,6 +321,11 @@ WantedBy=multi-user.target
             total = time.monotonic() - start
             if self.main_pid() != pid or self.show(SERVICE, "NRestarts") != "0":
                 raise JourneyError("the sentinel restarted to see the pin")
+            wait_until(
+                lambda: any(self.unit in e for e in self.sentinel_events("baseline_pinned", pid)),
+                5,
+                "the daemon's baseline_pinned",
+            )
             wait_until(
                 lambda: (
                     self.show(SERVICE, "StatusText")
@@ -421,6 +435,21 @@ WantedBy=multi-user.target
                 "ExecReload exit 0; reload_done, reload_rejected (counted), reload_done; same PID"
             )
 
+        with self.step("journalctl -p warning; read-only commands as a non-root user") as s:
+            warnings = self.sh(f"journalctl -o cat -p warning -u {SERVICE}")
+            events = set(re.findall(r'"event": "(\w+)"', warnings))
+            if not {"finding_raised", "reload_rejected"} <= events or "startup_recorded" in events:
+                raise JourneyError(f"journalctl -p warning shows the events {sorted(events)}")
+            result = m.sh(
+                "setpriv --reuid=nobody --regid=nogroup --clear-groups "
+                f"sentinel startups --unit {self.unit}",
+                check=False,
+            )
+            want = "is not readable by this user"
+            if result.returncode != 2 or want not in result.stderr:
+                raise JourneyError(f"as nobody: exit {result.returncode}: {result.stderr}")
+            s.detail = f"-p warning: {', '.join(sorted(events))}; as nobody: '{want}', exit 2"
+
         with self.step("restart resumes, nothing recorded twice") as s:
             total_before = self.metric(
                 "sglang_sentinel_startups_total", unit=self.unit, outcome="failed"
@@ -428,6 +457,18 @@ WantedBy=multi-user.target
             self.sh(f"systemctl restart {SERVICE}")
             pid = self.main_pid()
             self.wait_metric("sglang_sentinel_journal_up", 1, 10)
+            # STATUS is set after the first drain: by then the new process saw every startup.
+            wait_until(
+                lambda: self.show(SERVICE, "StatusText").startswith(f"{self.unit}: failed, "),
+                10,
+                "STATUS of the restarted sentinel",
+            )
+            relogged = [
+                e for name in ("startup_recorded", "finding_raised")
+                for e in self.sentinel_events(name, pid)
+            ]  # fmt: skip
+            if relogged:
+                raise JourneyError(f"known startups logged again after a restart: {relogged}")
             self.expect_values(
                 {("sglang_sentinel_startups_total", (("outcome", "failed"),)): total_before or -1}
             )
@@ -453,7 +494,13 @@ WantedBy=multi-user.target
             )
             if self.main_pid() != pid:
                 raise JourneyError("the sentinel restarted")
-            s.detail = f"new PID {pid}: same {len(self.known) - 1} startups, then 1 new, once"
+            logged = self.sentinel_events("startup_recorded", pid)
+            if len(logged) != 1 or self.known[-1][:8] not in logged[0]:
+                raise JourneyError(f"startup_recorded after the restart: {logged}")
+            s.detail = (
+                f"new PID {pid}: same {len(self.known) - 1} startups, none logged again; "
+                "then 1 new, recorded and logged once"
+            )
 
         with self.step("journalctl --rotate and --vacuum-files=1 while running") as s:
             pid = self.main_pid()
@@ -505,6 +552,15 @@ WantedBy=multi-user.target
                     f"port open={port_open(self.port)}"
                 )
             s.detail = "no unit (LoadState=not-found), no files, no state, no symlink, port closed"
+
+        with self.step("the README's commands in the clone: make demo, make check") as s:
+            # As written, except that the demo stops after its report instead of serving
+            # until Ctrl-C (DEMO_NO_FOLLOW=1, which scripts/demo.sh offers for tests).
+            demo = self.sh(f"cd {CLONE} && DEMO_NO_FOLLOW=1 make demo", timeout=900)
+            if "max_running_requests 48 → 26" not in demo:
+                raise JourneyError(f"make demo printed no regression:\n{demo[-2000:]}")
+            self.sh(f"cd {CLONE} && make check", timeout=900)
+            s.detail = "make demo reported 48 → 26; make check passed"
 
     def expect_values(self, expected: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> None:
         """Each metric (with unit=this unit unless it is a sentinel-wide one) has this value."""
