@@ -12,26 +12,24 @@ import functools
 import os
 import select
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from socketserver import ThreadingMixIn
 from types import FrameType
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import structlog
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from systemd import daemon as sd
 
 from . import __version__
-from .alerts import AlertPusher
+from .alerts import AlertPusher, default_instance
 from .compare import stall_after
 from .config import Config, load_config
 from .errors import ConfigError, JournalError, RuleError, SentinelError
 from .html import collect_status, render_page
+from .httpserver import BoundedWSGIServer, make_metrics_server
 from .journal import JournalSource
 from .logs import configure_logging
 from .metrics import SentinelCollector, UnitView
@@ -53,16 +51,6 @@ RETRY_MAX_S = 30.0
 BUSY_TIMEOUT_S = 1.0
 HOUSEKEEPING_S = 1.0  # longest sleep: pin changes, watchdog, status
 ANNOUNCED_KEPT = 256  # startups whose last logged outcome/findings are remembered
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # scrapes every 15 s would drown the journal
-
-
-class _Server(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-    allow_reuse_address = True
 
 
 # The page forbids loading anything; the header repeats the page's own meta policy.
@@ -126,7 +114,7 @@ class Daemon:
         self.rules, self.policy = load_rules_and_policy(config)
         self.store = StateStore(config.state_dir, busy_timeout=BUSY_TIMEOUT_S)
         self.source = JournalSource(
-            config.units, directory=config.journal.directory, files=config.journal.files
+            config.targets, directory=config.journal.directory, files=config.journal.files
         )
         self.stats = Stats()
         self.pipeline = Pipeline(
@@ -140,7 +128,7 @@ class Daemon:
         )
         self._stop = False
         self._reload = False
-        self._server: _Server | None = None
+        self._server: BoundedWSGIServer | None = None
         self._data_version = -1
         self._last_status = ""
         self._watchdog_s = _watchdog_interval()
@@ -150,6 +138,7 @@ class Daemon:
         self.pusher: AlertPusher | None = None
         # unit -> open check id -> invocation (8 hex), for finding_raised / finding_cleared
         self._open_findings: dict[str, dict[str, str]] = {}
+        self._pins: dict[str, str] = {}  # unit -> pinned invocation, to log the CLI's (un)pins
         # The page reads through its own connection: it sees committed state only and never
         # shares the writer's connection (or the collector's lock) with HTTP threads.
         self._page_lock = threading.Lock()
@@ -167,6 +156,7 @@ class Daemon:
                 rule_hits=lambda: dict(self.pipeline.tracker.rule_hits),
                 policy=lambda: self.policy,
                 baselines_pinned=lambda: set(self._snapshot.pinned),
+                gpu=lambda: self.config.gpu or "",
             )
         )
         self.registry = registry
@@ -186,7 +176,7 @@ class Daemon:
     def publish(self) -> None:
         """Rebuild the snapshot from committed state (loop thread only, after a commit)."""
         views = []
-        for unit in self.config.units:
+        for unit in self.config.targets:
             latest = self.store.latest(unit)
             decided = (
                 latest
@@ -228,7 +218,7 @@ class Daemon:
             if self._page_store is None:
                 self._page_store = StateStore(self.config.state_dir, readonly=True)
             statuses = collect_status(
-                self._page_store, self.config.units, self.policy, now=self._clock()
+                self._page_store, self.config.targets, self.policy, now=self._clock()
             )
         return render_page(
             statuses,
@@ -243,17 +233,11 @@ class Daemon:
     def serve(self) -> None:
         host, port = self.config.listen.host, self.config.listen.port
         try:
-            server = make_server(
-                host,
-                port,
-                _landing(make_wsgi_app(self.registry), self.status_page),
-                server_class=_Server,
-                handler_class=_QuietHandler,
+            server = make_metrics_server(
+                host, port, _landing(make_wsgi_app(self.registry), self.status_page)
             )
         except OSError as exc:
             raise SentinelError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
-        if ":" in host:
-            server.address_family = socket.AF_INET6
         self._server = server
         threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
         log.info("metrics_listening", address=f"{host}:{server.server_port}")
@@ -273,6 +257,7 @@ class Daemon:
         )
         self.stats.cursor_resets = self.store.counter("cursor_resets")
         self.publish()
+        self._remember_announced()
         self.serve()
         self._restart_pusher()
         wake_r, wake_w = os.pipe()
@@ -281,7 +266,7 @@ class Daemon:
         old_fd = signal.set_wakeup_fd(wake_w)
         handlers = self._install_signals()
         sd.notify("READY=1")
-        log.info("sentinel_started", units=list(self.config.units), version=__version__)
+        log.info("sentinel_started", units=list(self.config.targets), version=__version__)
         try:
             self._loop(wake_r)
         finally:
@@ -423,6 +408,39 @@ class Daemon:
             self.publish()
             self._sync_findings()
 
+    def _remember_announced(self) -> None:
+        """Take what an earlier run already logged from the state: the recent startups' outcomes
+        and findings, each unit's open findings and the pins. A restart (or a replay after a
+        cursor reset) then logs startup_recorded / finding_raised only for what is new."""
+        for r in self.store.startups(self.config.units)[-ANNOUNCED_KEPT:]:
+            if r.outcome == "starting":
+                continue
+            row = self.store.comparison_row(r.invocation_id)
+            self._announced[r.invocation_id] = (
+                r.outcome,
+                tuple(f.check for f in row[2]) if row else (),
+            )
+        for view in self.views():  # as _sync_findings computes a unit's open set
+            now: dict[str, str] = {}
+            for c in (view.comparison, view.starting):
+                if c is not None:
+                    now.update({f.check: c.record.invocation_id[:8] for f in c.findings})
+            self._open_findings[view.unit] = now
+        # From now on a commit by another process (the CLI's pin) changes data_version.
+        self._data_version = self.store.data_version()
+        self._pins = {unit: inv for unit, (inv, _) in self.store.baselines().items()}
+
+    def _log_pin_changes(self) -> None:
+        """baseline_pinned / baseline_unpinned for pins another process (the CLI) changed."""
+        pins = {unit: inv for unit, (inv, _) in self.store.baselines().items()}
+        for unit in sorted(self.config.units):
+            before, now = self._pins.get(unit), pins.get(unit)
+            if now is not None and now != before:
+                log.info("baseline_pinned", unit=unit, invocation=now[:8])
+            elif now is None and before is not None:
+                log.info("baseline_unpinned", unit=unit, invocation=before[:8])
+        self._pins = pins
+
     def _sync_findings(self) -> None:
         """Log findings raised/cleared per unit and hand the open set to the alert pusher.
 
@@ -470,11 +488,13 @@ class Daemon:
         return False
 
     def _housekeeping(self) -> None:
+        self.store.check_file()  # a deleted database: stop loudly rather than write to nothing
         version = self.store.data_version()
         if version != self._data_version:
             self.publish()
             if self._data_version != -1:
                 log.info("state_changed_externally", reason="baseline pinned or unpinned")
+                self._log_pin_changes()
                 self._sync_findings()
             self._data_version = version
         # The stall timer (the loop wakes at least every HOUSEKEEPING_S): a startup that logs
@@ -524,6 +544,7 @@ class Daemon:
             key
             for key, before, after in (
                 ("units", old.units, config.units),
+                ("containers", old.containers, config.containers),
                 ("journal", old.journal, config.journal),
                 ("state_dir", old.state_dir, config.state_dir),
                 ("listen", old.listen, config.listen),
@@ -533,6 +554,7 @@ class Daemon:
         self.config = dataclasses.replace(
             config,
             units=old.units,
+            containers=old.containers,
             journal=old.journal,
             state_dir=old.state_dir,
             listen=old.listen,
@@ -559,6 +581,7 @@ class Daemon:
             self.pusher = AlertPusher(
                 self.config.alertmanager,
                 stats=self.stats,
+                instance=default_instance(self.config.listen),
                 generator_url=f"http://{self.config.listen}/metrics",
             )
             self.pusher.start()

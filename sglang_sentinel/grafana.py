@@ -174,6 +174,22 @@ _DASHED = {
 }
 
 
+def _peer_ratio(name: str) -> str:
+    """A fact of each selected server over the median of its peers (same model, TP size, GPU)."""
+
+    def with_peer_labels(selector: str) -> str:
+        return (
+            f"({PREFIX}{name}{{{selector}}} * on (job, instance, unit)"
+            f' group_left (model, tp_size, gpu) {PREFIX}server_info{{{selector}, model!=""}})'
+        )
+
+    fleet = 'job=~"$job"'  # the median is over the whole job, whatever instance/unit is shown
+    return (
+        f"{with_peer_labels(SEL)} / on (model, tp_size, gpu) group_left ()"
+        f" quantile by (model, tp_size, gpu) (0.5, {with_peer_labels(fleet)})"
+    )
+
+
 def _vs_baseline(grid: _Grid, title: str, description: str, name: str, unit: str) -> Panel:
     return panel(
         grid,
@@ -352,6 +368,51 @@ def _panels() -> Iterator[Panel]:
         w=12,
         h=8,
         field={"custom": {"lineInterpolation": "stepAfter"}, "decimals": 0},
+    )
+
+    yield g.row("Fleet: peers of the same model, TP size and GPU")
+    yield panel(
+        g,
+        "timeseries",
+        "max_running_requests relative to the peer median",
+        "Each server's max_running_requests divided by the median of its peers (same model, TP "
+        "size and GPU, over the selected job). The fleet rules (deploy/prometheus/"
+        "sglang-sentinel-fleet.yml) alert below 0.9 with at least 3 peers.",
+        [target(_peer_ratio("max_running_requests"), "{{instance}} {{unit}}")],
+        w=12,
+        h=8,
+        unit="percentunit",
+        field={
+            "custom": {"lineInterpolation": "stepAfter", "thresholdsStyle": {"mode": "dashed"}},
+            "thresholds": _thresholds((None, "orange"), (0.9, "transparent")),
+        },
+    )
+    yield panel(
+        g,
+        "table",
+        "Pinned baselines in use",
+        "The pinned baseline of each server by content hash (as `sentinel baseline --export` "
+        "writes it): servers of one model, TP size and GPU should share one.",
+        [
+            target(
+                f"max by (instance, unit, model, tp_size, gpu, sha256)"
+                f" ({PREFIX}baseline_info{{{SEL}}})",
+                ref="A",
+                instant=True,
+                table=True,
+            )
+        ],
+        w=12,
+        h=8,
+        transformations=[
+            {
+                "id": "organize",
+                "options": {
+                    "excludeByName": {"Time": True, "Value": True},
+                    "indexByName": {"model": 0, "tp_size": 1, "gpu": 2, "sha256": 3},
+                },
+            }
+        ],
     )
 
     yield g.row("Startups")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from html import escape
 
 from .compare import Policy
@@ -74,9 +74,13 @@ def collect_status(
     pins = store.baselines()
     out = []
     for unit in units:
-        records = store.startups([unit])
+        records = store.recent(unit, history)
         latest = records[-1] if records else None
-        decided = next((r for r in reversed(records) if r.outcome != "starting"), None)
+        decided = (
+            latest
+            if latest is not None and latest.outcome != "starting"
+            else store.latest(unit, decided=True)
+        )
         out.append(
             UnitStatus(
                 unit=unit,
@@ -84,7 +88,7 @@ def collect_status(
                 starting=evaluate(store, latest, policy, now=now)
                 if latest is not None and latest.outcome == "starting"
                 else None,
-                history=tuple(records[-history:]),
+                history=tuple(records),
                 pinned=unit in pins,
             )
         )
@@ -480,11 +484,11 @@ def _ordered(findings: Sequence[Finding]) -> list[Finding]:
 
 
 def _utc(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _day(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%m-%d %H:%M")
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%m-%d %H:%M")
 
 
 def _model(r: StartupRecord) -> str:

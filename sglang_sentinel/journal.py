@@ -12,8 +12,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import structlog
 from systemd import journal
 
+from .containers import PartialLines, add_container_matches, split_targets, start_id, target_of
 from .errors import JournalError
 from .model import JournalEntry
 from .text import clean_message
@@ -24,6 +26,20 @@ APPEND = journal.APPEND
 INVALIDATE = journal.INVALIDATE
 
 _COREDUMP_MESSAGE_ID = "fc2e22bc6ee647b6b90729ab34a250b1"
+# EBADMSG reads in a row after which the reader counts as stuck on a corrupt spot.
+_MAX_BAD_IN_A_ROW = 10_000
+
+log = structlog.get_logger("sglang_sentinel")
+BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
+
+
+def current_boot_id(path: Path = BOOT_ID_FILE) -> str:
+    """This boot's id as the journal's `_BOOT_ID` spells it: 32 hex digits, no dashes."""
+    try:
+        text = path.read_text(encoding="ascii")
+    except OSError as exc:
+        raise JournalError(f"cannot read the boot id from {path}: {exc.strerror or exc}") from exc
+    return text.strip().replace("-", "")
 
 
 class JournalSource:
@@ -38,13 +54,19 @@ class JournalSource:
     ) -> None:
         if not units:
             raise JournalError("no units to watch")
+        # Targets: unit names and `docker:NAME` containers (see containers.py).
         self.units = tuple(units)
-        self._unit_set = frozenset(self.units)
+        plain, containers = split_targets(self.units)
+        self._unit_set = frozenset(plain)
+        self._containers = frozenset(containers)
+        self._partials = PartialLines()
         self.directory = directory
         self.files = tuple(files)
         self._reader: Any = None
         self._last_invocation: dict[str, str] = {}
         self.last_realtime_us: int | None = None
+        # Reads that failed on a corrupt journal file (EBADMSG) and were skipped.
+        self.corrupt_reads = 0
 
     # -- opening and positioning ---------------------------------------------------------------
 
@@ -67,7 +89,9 @@ class JournalSource:
             raise JournalError(f"cannot open {where}: {exc.strerror or exc}") from exc
         # Long server_args lines must arrive whole; 0 lifts libsystemd's 64 KiB truncation.
         reader.data_threshold = 0
-        add_unit_matches(reader, self.units)
+        plain, containers = split_targets(self.units)
+        add_unit_matches(reader, plain)
+        add_container_matches(reader, containers)
         # Ask for the fd now: libsystemd sets up its inotify watches lazily on the first
         # get_fd(), and files created before that would go unnoticed (see systemd#40788).
         reader.fileno()
@@ -80,21 +104,35 @@ class JournalSource:
         return self._reader
 
     def seek_head(self) -> None:
+        self._partials.clear()
         self.reader.seek_head()
 
     def seek_realtime(self, seconds: float) -> None:
+        self._partials.clear()
         self.reader.seek_realtime(seconds)
 
-    def seek_boot_start(self) -> None:
-        """Position before the first entry of the current boot (what `journalctl -b` shows)."""
-        try:
-            self.reader.seek_monotonic(0)
-        except (OSError, ValueError):
-            self.reader.seek_head()
+    def seek_boot_start(self, boot_id: str | None = None) -> None:
+        """Position before the first entry of boot `boot_id` (default: the current one) and read
+        only that boot from then on, as `journalctl -b -u UNIT` does.
+
+        Not `seek_monotonic(0)`: on a persistent journal whose archived files hold earlier boots,
+        that lands on an earlier boot's first entry (monotonic times of different boots cannot
+        be compared). A `_BOOT_ID` match is exact. A running daemon never leaves its boot, so
+        keeping the match costs nothing; the next start resumes from the saved cursor instead.
+        """
+        self._partials.clear()
+        boot = boot_id if boot_id is not None else current_boot_id()
+        reader = self.reader
+        reader.flush_matches()
+        add_unit_matches(reader, self.units)
+        reader.add_conjunction()
+        reader.add_match(_BOOT_ID=boot)
+        reader.seek_head()
 
     def seek_cursor(self, cursor: str) -> bool:
         """Resume after `cursor`. Returns False when its entry is gone and we continue after it."""
         reader = self.reader
+        self._partials.clear()
         try:
             reader.seek_cursor(cursor)
         except OSError:
@@ -143,16 +181,28 @@ class JournalSource:
         # belongs to one unit, so an equal one means the same unit and invocation.
         context: bytes | None = None
         count = 0
+        bad_in_a_row = 0
         try:
             while limit is None or count < limit:
                 try:
                     if not next_():
                         return
+                    bad_in_a_row = 0
                 except OSError as exc:
-                    if exc.errno == errno.EBADMSG:
-                        # A corrupt entry/file: skip it rather than stop following.
-                        continue
-                    raise JournalError(f"reading the journal failed: {exc}") from exc
+                    if exc.errno != errno.EBADMSG:
+                        raise JournalError(f"reading the journal failed: {exc}") from exc
+                    # A corrupt entry or file: skip it rather than stop following, and say so.
+                    self.corrupt_reads += 1
+                    bad_in_a_row += 1
+                    if self.corrupt_reads == 1:
+                        log.warning("journal_file_corrupt", error=str(exc), action="skipped")
+                    if bad_in_a_row >= _MAX_BAD_IN_A_ROW:
+                        # The reader does not move past it: reading on would loop forever.
+                        raise JournalError(
+                            f"reading the journal failed: {bad_in_a_row} corrupt reads in a row "
+                            "without progress (run `journalctl --verify`)"
+                        ) from exc
+                    continue
                 count += 1
                 try:
                     raw = get("MESSAGE")
@@ -200,6 +250,10 @@ class JournalSource:
                 cmdline=cmdline,
             )
             return entry, True
+        if self._containers:
+            name = _first(get, ("CONTAINER_NAME",))
+            if name is not None and name in self._containers:
+                return self._container_entry(name, raw), False
         # PID 1 (or systemd-coredump) talking about a watched unit.
         about = _first(get, ("UNIT", "COREDUMP_UNIT"))
         if about is None or about not in units:
@@ -216,9 +270,48 @@ class JournalSource:
         )
         return entry, False
 
+    def _container_entry(self, name: str, raw: bytes) -> JournalEntry | None:
+        """A watched container's line (Docker's journald driver), its pieces joined first.
+
+        Never "own": dockerd's invocation id is on every container's lines, so the raw-line
+        fast path of `lines()` must not take the next entry for the same start.
+        """
+        get = self.reader._get
+        target = target_of(name)
+        line = self._partials.add(
+            target,
+            raw,
+            partial=_first(get, ("CONTAINER_PARTIAL_MESSAGE",)) == "true",
+            partial_id=_first(get, ("CONTAINER_PARTIAL_ID",)),
+        )
+        if line is None:
+            return None  # a piece of a longer line; the entry with its last piece yields it
+        return JournalEntry(
+            unit=target,
+            message=clean_message(line),
+            realtime_us=self.realtime_us(),
+            invocation_id=start_id(
+                _first(get, ("CONTAINER_ID_FULL",)) or "",
+                _first(get, ("CONTAINER_LOG_EPOCH",)),
+            ),
+        )
+
+    @property
+    def partial_pending(self) -> bool:
+        """Pieces of a container line read but not yielded yet (the cursor is past them)."""
+        return self._partials.pending
+
     def realtime_us(self) -> int:
         """The realtime timestamp (µs) of the entry the reader is on."""
         return int(self.reader._get_realtime())
+
+    def monotonic(self) -> tuple[int, str] | None:
+        """The monotonic timestamp (µs since boot) and boot id of the entry the reader is on."""
+        try:
+            usec, boot = self.reader._get_monotonic()
+        except OSError:
+            return None
+        return int(usec), bytes(boot).hex()
 
     def cursor(self) -> str | None:
         """The cursor of the entry last read, or None before the first read."""

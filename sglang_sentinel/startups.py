@@ -57,6 +57,8 @@ _RESULT_RE = re.compile(r"Failed with result '([^']+)'")
 _SGLANG_PREFIX = re.compile(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")
 # A split server_args line never needs more than a few continuation entries (48K each).
 _MAX_SERVER_ARGS_CHARS = 1 << 20
+# Wall and monotonic clocks may disagree this much (seconds) before it counts as a clock step.
+CLOCK_STEP_TOLERANCE_S = 2.0
 
 
 @dataclass(slots=True)
@@ -84,6 +86,12 @@ class _Builder:
     flags: tuple[str, ...] = ()
     runtime: dict[str, FactValue] = field(default_factory=dict)
     has_server_args_line: bool = False
+    # The journal's monotonic time (µs, boot id hex) of the start and of ready: a duration
+    # within one boot that a stepped wall clock cannot bend.
+    start_mono: tuple[int, str] | None = None
+    ready_mono: tuple[int, str] | None = None
+    # Evidence that the wall clock was wrong around this startup (`clock_skew: ...` notes).
+    clock_notes: list[str] = field(default_factory=list)
     # Batch lines not converted yet: BatchMatch -> its newest raw line, oldest first. Lines of
     # one BatchMatch set the same facts, so only the newest can still show in `runtime` (for a
     # fact, the last line that set it; any later line sets other facts) and the others are
@@ -125,6 +133,9 @@ class _Builder:
             "flags": list(self.flags),
             "runtime": self.runtime,
             "has_server_args_line": self.has_server_args_line,
+            "start_mono": self.start_mono,
+            "ready_mono": self.ready_mono,
+            "clock_notes": self.clock_notes,
         }
         return json.dumps(data, sort_keys=True)
 
@@ -147,6 +158,9 @@ class _Builder:
             flags=tuple(d["flags"]),
             runtime=dict(d["runtime"]),
             has_server_args_line=d["has_server_args_line"],
+            start_mono=_mono_of(d.get("start_mono")),
+            ready_mono=_mono_of(d.get("ready_mono")),
+            clock_notes=list(d.get("clock_notes", ())),
         )
 
     def snapshot(self) -> StartupRecord:
@@ -159,8 +173,27 @@ class _Builder:
                 value = settings[name]
                 if isinstance(value, int | float | bool | str):
                     facts[name] = value
+        clock_notes = list(self.clock_notes)
         if self.ready_at is not None:
-            facts["startup_seconds"] = round(self.ready_at - self.started_at, 3)
+            wall = self.ready_at - self.started_at
+            start, ready = self.start_mono, self.ready_mono
+            if start is not None and ready is not None and start[1] == ready[1]:
+                mono = (ready[0] - start[0]) / 1e6
+                facts["startup_seconds"] = round(mono, 3)
+                if abs(wall - mono) > CLOCK_STEP_TOLERANCE_S:
+                    clock_notes.append(
+                        f"clock_skew: the wall clock moved {wall - mono:+.0f} s during this "
+                        f"startup (ready {wall:.0f} s after the start by the wall clock, "
+                        f"{mono:.0f} s by the journal's monotonic clock); startup_seconds is "
+                        "the monotonic time"
+                    )
+            elif wall >= 0:
+                facts["startup_seconds"] = round(wall, 3)
+            else:
+                clock_notes.append(
+                    f"clock_skew: ready {-wall:.0f} s before the start by the wall clock and "
+                    "no monotonic time to measure with; startup_seconds recorded as null"
+                )
         facts, notes = sane_facts(facts)
         runtime, runtime_notes = sane_facts(self.runtime)
         return StartupRecord(
@@ -176,7 +209,7 @@ class _Builder:
             ended_at=self.ended_at,
             rule_hits=dict(self.rule_hits),
             runtime=runtime,
-            notes=tuple(notes + runtime_notes),
+            notes=tuple(notes + runtime_notes + clock_notes),
         )
 
 
@@ -194,6 +227,9 @@ class StartupTracker:
         # An exception while handling one entry goes here and the entry is skipped; without a
         # sink it propagates (tests that want to see it).
         self.on_error = on_error
+        # The journal's monotonic time of the entry being fed, (µs, boot id hex), when the
+        # source can tell (JournalSource.monotonic); durations then ignore wall-clock steps.
+        self.monotonic: Callable[[], tuple[int, str] | None] | None = None
         self._builders: dict[str, _Builder] = {}  # invocation id -> builder
         self._current: dict[str, str] = {}  # unit -> invocation id of its newest startup
         self._dirty: set[str] = set()
@@ -205,12 +241,10 @@ class StartupTracker:
 
     def restore(self, builder_states: Iterable[str]) -> None:
         """Resume the open startups saved by `dirty_states()` before a restart."""
-        for text in builder_states:
+        for text in builder_states:  # in journal order: a unit's last one is its current one
             b = _Builder.from_json(text)
             self._builders[b.invocation_id] = b
-            current = self._current.get(b.unit)
-            if current is None or self._builders[current].started_at <= b.started_at:
-                self._current[b.unit] = b.invocation_id
+            self._current[b.unit] = b.invocation_id
 
     def take_dirty(self) -> list[tuple[StartupRecord, str]]:
         """Records changed since the last call, with their resumable state; oldest first."""
@@ -221,8 +255,10 @@ class StartupTracker:
     def dirty(self) -> list[str]:
         """Invocations changed since the last `mark_clean()`, oldest first; they stay dirty, so
         a failed commit can offer them again."""
-        builders = self._builders
-        return sorted(self._dirty, key=lambda i: (builders[i].started_at, i))
+        # The builders' insertion order is the journal's order (restored ones first): the
+        # store numbers new startups in the order they are saved, never by the wall clock.
+        dirty = self._dirty
+        return [i for i in self._builders if i in dirty]
 
     def saved_form(self, invocation_id: str) -> tuple[StartupRecord, str]:
         """One startup's record and its resumable state (JSON)."""
@@ -467,15 +503,26 @@ class StartupTracker:
     def _builder(self, unit: str, inv: str, ts: float) -> _Builder:
         b = self._builders.get(inv)
         if b is None:
-            b = _Builder(unit=unit, invocation_id=inv, started_at=ts)
+            b = _Builder(unit=unit, invocation_id=inv, started_at=ts, start_mono=self._mono())
             self._builders[inv] = b
             previous = self._builders.get(self._current.get(unit, ""))
+            if previous is not None and ts < previous.started_at - CLOCK_STEP_TOLERANCE_S:
+                # Later in the journal but earlier by the clock: one of the two clocks was wrong.
+                # Order stays the journal's; the evidence goes with the newer startup.
+                b.clock_notes.append(
+                    f"clock_skew: started {previous.started_at - ts:.0f} s before the previous "
+                    f"startup {previous.invocation_id[:8]} by the wall clock, though after it in "
+                    "the journal; ordered by the journal"
+                )
             if previous is not None and previous.ended_at is None:
                 previous.ended_at = ts
                 self._dirty.add(previous.invocation_id)
             self._current[unit] = inv
             self._dirty.add(inv)
         return b
+
+    def _mono(self) -> tuple[int, str] | None:
+        return self.monotonic() if self.monotonic is not None else None
 
     @staticmethod
     def _synthetic_id(unit: str, realtime_us: int) -> str:
@@ -499,6 +546,7 @@ class StartupTracker:
             elif name == "ready":
                 if value and b.ready_at is None:
                     b.ready_at = ts
+                    b.ready_mono = self._mono()
             elif name == "failure_reason":
                 # After ready, a crash is the end of a served startup, not a failed startup.
                 if b.ready_at is None and b.failure_reason is None:
@@ -559,6 +607,12 @@ def _clear_pending(b: _Builder) -> None:
     b.pending_pieces = []
     b.pending_chars = 0
     b.pending_parsed_at = 0
+
+
+def _mono_of(value: Any) -> tuple[int, str] | None:
+    if isinstance(value, list | tuple) and len(value) == 2:
+        return int(value[0]), str(value[1])
+    return None
 
 
 class _StageFault(Exception):

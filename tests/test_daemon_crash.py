@@ -8,7 +8,6 @@ instant and restarted ends with exactly what one uninterrupted pass over the jou
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import sqlite3
@@ -24,7 +23,7 @@ from sentinelproc import cli_stdout, free_port, popen_sentinel, stop, wait_until
 
 # A unit name of its own: the cgroup and PID 1's invocation-id symlink that run_in_unit uses are
 # per unit name and host-wide, so another root test session on the host cannot interfere.
-UNIT = f"sglang-crash-{os.getpid()}.service"
+UNIT = journaltools.unique_unit("sglang-crash")
 SEED = 20260309
 MIN_STARTUPS = 20
 MIN_KILLS = 10
@@ -149,6 +148,14 @@ def test_sigkill_at_random_moments_loses_nothing_and_repeats_nothing(
         return set(rows) == set(written) and all(o == "ready" for o, _ in rows.values())
 
     wait_until(caught_up, 60, f"all {len(written)} startups ready in the state")
+    # The state may be complete before the last incarnation (restarted by the killer just
+    # before it stopped) has installed its SIGTERM handler; a SIGTERM then kills it (-15).
+    last = supervisor.log_dir / f"sentinel-{len(supervisor.procs) - 1:03d}.stderr"
+    wait_until(
+        lambda: "sentinel_started" in last.read_text(errors="replace"),
+        30,
+        "the last incarnation started",
+    )
     supervisor.current.send_signal(signal.SIGTERM)
     assert supervisor.current.wait(timeout=10) == 0
     logs = supervisor.stderr()

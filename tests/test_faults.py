@@ -6,6 +6,7 @@ a fault may delay a startup, never lose it, record it twice or change its findin
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -510,3 +511,39 @@ def test_a_unit_whose_metrics_raise_leaves_the_others_on_metrics(
     assert [(e["stage"], e["unit"]) for e in failed] == [("metrics", UNIT)]
     d.source.close()
     d.store.close()
+
+
+def test_a_full_disk_fails_the_commit_and_it_succeeds_once_there_is_room(tmp_path: Path) -> None:
+    """ENOSPC on a small tmpfs mounted for the test: CommitFailed while full, then the same
+    records stored exactly once with the cursor, as a one-shot pass stores them."""
+    scripts = three_startups()
+    journal = journal_of(tmp_path, scripts)
+    expected = one_shot(tmp_path, journal)
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], check=True)
+    try:
+        state = mnt / "state"
+        p = open_pipeline(journal, state)
+        p.process(limit=len(scripts[0].entries()))
+        p.commit()
+        cursor_before = p.store.cursor("test")
+        p.process()
+        filler = mnt / "filler"
+        with filler.open("wb") as f, contextlib.suppress(OSError):
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        with pytest.raises(CommitFailed, match="full"):
+            # The big record makes sure the commit needs a new page.
+            for _ in range(5):
+                p.tracker.dirty()  # still pending each time
+                p.commit()
+        assert p.store.cursor("test") == cursor_before
+        filler.unlink()
+        p.commit()
+        assert outcome(p.store) == expected
+        p.source.close()
+        p.store.close()
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
-from sglang_sentinel.html import UnitStatus, render_page
+from sglang_sentinel.compare import Policy
+from sglang_sentinel.html import UnitStatus, collect_status, render_page
 from sglang_sentinel.model import Comparison, Finding, StartupRecord
+from sglang_sentinel.state import StateStore
 
 HOSTILE = '<script>alert(1)</script><img src="https://203.0.113.9/x"> & "q"'
 
@@ -121,3 +124,17 @@ def test_a_stalled_startup_under_way_is_the_verdict() -> None:
         ' <span class="reason">still starting after 1800 s (limit 900 s)</span>'
     ) in html
     assert '<strong class="sev-warning">◷ stalled</strong>: still starting after 1800 s' in html
+
+
+def test_history_is_the_last_twelve_startups_read_from_state(tmp_path: Path) -> None:
+    """collect_status reads a bounded history (a crash loop leaves thousands of startups)."""
+    store = StateStore(tmp_path / "state")
+    for i in range(15):
+        store.save_startup(record(f"{i:x}", 1.0e9 + 100 * i, mrr=40 + i), None)
+    [status] = collect_status(store, ["sglang-a.service"], Policy(checks={}), now=2.0e9)
+    assert [r.facts["max_running_requests"] for r in status.history] == list(range(43, 55))
+    assert status.comparison is not None
+    assert status.comparison.record.invocation_id == "e" * 8
+    assert status.comparison.baseline is not None
+    assert status.comparison.baseline.invocation_id == "d" * 8
+    assert "<h3>Last 12 startups</h3>" in page(status)

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import json
 import string
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from journaltools import StartupScript, build_journal
+from pushcapture import PushCapture
 from sentinelproc import Sentinels, wait_until
 
 from sglang_sentinel.cli import main
@@ -276,6 +275,8 @@ def test_redaction_functions_remove_every_generated_secret(secret: str, shaped: 
         "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
         "max_total_num_tokens=507050, max_running_requests=48, context_len=262144",
         "12345678901234567890123",
+        "Scheduler hit an exception: KeyError: missing key model.layers.10.mlp.weight",
+        "Capture cuda graph bs [1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104]",
         "DeepSeek-V3-0324 Qwen3-235B-A22B-Instruct-2507 nvidia/Llama-3_3-Nemotron-Super-49B-v1_5",
     ],
 )
@@ -295,36 +296,6 @@ def sentinels(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sentinels]:
         yield s
     finally:
         s.stop_all()
-
-
-class PushCapture:
-    """An Alertmanager stand-in on 127.0.0.1:0 that keeps every raw push body."""
-
-    def __init__(self) -> None:
-        self.bodies: list[bytes] = []
-        capture = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                capture.bodies.append(self.rfile.read(int(self.headers["Content-Length"])))
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_port}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
