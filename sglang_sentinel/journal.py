@@ -60,6 +60,7 @@ class JournalSource:
         self._unit_set = frozenset(plain)
         self._containers = frozenset(containers)
         self._partials = PartialLines()
+        self._last_start: bytes | None = None  # set by _entry for a container start's line
         self.directory = directory
         self.files = tuple(files)
         self._reader: Any = None
@@ -205,6 +206,9 @@ class JournalSource:
         # The raw _SYSTEMD_INVOCATION_ID of the last service entry yielded; an invocation id
         # belongs to one unit, so an equal one means the same unit and invocation.
         context: bytes | None = None
+        # The raw CONTAINER_LOG_EPOCH of the last container entry yielded: one per start of
+        # one container, so it does for containers what the invocation id does for units.
+        start: bytes | None = None
         count = 0
         bad_in_a_row = 0
         try:
@@ -240,8 +244,12 @@ class JournalSource:
                 if inv_raw is not None and inv_raw == context:
                     yield raw
                     continue
+                if start is not None and self._continues_start(start):
+                    yield raw  # the next whole line of the container start just yielded
+                    continue
                 entry, own = self._entry(raw, inv_raw)
                 context = inv_raw if own else None
+                start = self._last_start
                 if entry is not None:
                     yield entry
         finally:
@@ -253,6 +261,7 @@ class JournalSource:
     def _entry(self, raw: bytes, inv_raw: bytes | None) -> tuple[JournalEntry | None, bool]:
         """The full record of one entry, and whether it is a watched unit's own line."""
         get = self.reader._get
+        self._last_start = None
         units = self._unit_set
         try:
             unit = get("_SYSTEMD_UNIT").decode("utf-8", "replace")
@@ -311,15 +320,32 @@ class JournalSource:
         )
         if line is None:
             return None  # a piece of a longer line; the entry with its last piece yields it
+        epoch = _first(get, ("CONTAINER_LOG_EPOCH",))
+        self._last_start = epoch.encode() if epoch else None
         return JournalEntry(
             unit=target,
             message=clean_message(line),
             realtime_us=self.realtime_us(),
-            invocation_id=start_id(
-                _first(get, ("CONTAINER_ID_FULL",)) or "",
-                _first(get, ("CONTAINER_LOG_EPOCH",)),
-            ),
+            invocation_id=start_id(_first(get, ("CONTAINER_ID_FULL",)) or "", epoch),
         )
+
+    def _continues_start(self, start: bytes) -> bool:
+        """The entry is a whole line (no piece) of the container start whose epoch is `start`."""
+        if self._partials.pending:
+            return False  # this entry may end a split line: join it the slow way
+        get = self.reader._get
+        try:
+            if get("CONTAINER_LOG_EPOCH") != start:
+                return False
+        except KeyError:
+            return False
+        for name in ("CONTAINER_PARTIAL_ID", "CONTAINER_PARTIAL_MESSAGE"):
+            try:
+                get(name)
+            except KeyError:
+                continue
+            return False
+        return True
 
     @property
     def partial_pending(self) -> bool:
