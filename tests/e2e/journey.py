@@ -37,6 +37,21 @@ FLAGS = (
 )
 FLAGS_ADDED = f"{FLAGS} --enable-flashinfer-allreduce-fusion --enable-fused-moe-sum-all-reduce"
 READY_LINE = "The server is fired up and ready to roll!"
+USER_RULE = """version: 1
+rules:
+  - id: user_nested_repeat
+    description: a user's rule with a nested repeat, exponential on a backtracking engine
+    contains: "nested "
+    regex: '^nested (?P<model_arch>(a+)+)$'
+    facts:
+      model_arch: str
+    samples:
+      match:
+        - line: "nested aaaa"
+          facts: {model_arch: aaaa}
+      no_match:
+        - "nested aaaab"
+"""
 CRASHES = 3  # StartLimitBurst of the crash loop: that many failed startups, then failed
 
 
@@ -102,6 +117,7 @@ class Journey:
     private_users: bool = True
     steps: list[Step] = field(default_factory=list)
     known: list[str] = field(default_factory=list)  # invocation ids recorded so far, in order
+    ready: int = 0  # how many of them are ready
 
     # --- plumbing ------------------------------------------------------------------------
 
@@ -173,13 +189,15 @@ class Journey:
         if outcomes != added:
             raise JourneyError(f"new startups {outcomes}, expected {added}")
         self.known = ids
+        self.ready = [r["outcome"] for r in records].count("ready")
         return records
 
-    def standin_unit(self, exec_args: str) -> None:
+    def standin_unit(self, exec_args: str, pre: str = "") -> None:
+        pre_line = f"ExecStartPre={pre}\n" if pre else ""
         unit_file = f"""[Unit]
 Description=stand-in SGLang server for the sglang-sentinel end-to-end
 [Service]
-ExecStart={STANDIN} {exec_args}
+{pre_line}ExecStart={STANDIN} {exec_args}
 Restart=on-failure
 RestartSec=1s
 [Install]
@@ -502,12 +520,55 @@ WantedBy=multi-user.target
                 "then 1 new, recorded and logged once"
             )
 
+        with self.step("a user's (a+)+$ rule and 40 kB of a's: no stall") as s:
+            # On a backtracking engine one such line pinned a core, froze /metrics and ignored
+            # SIGTERM for over 20 s; the rules run on RE2 (linear time).
+            pid = self.main_pid()
+            self.sh(f"cat > /etc/sglang-sentinel/rules.d/user.yaml <<'EOF'\n{USER_RULE}EOF")
+            done_before = len(self.sentinel_events("reload_done", pid))
+            self.sh(f"systemctl reload {SERVICE}")
+            wait_until(
+                lambda: len(self.sentinel_events("reload_done", pid)) == done_before + 1,
+                10,
+                "reload_done with the user's rule",
+            )
+            # Printed by the unit before the stand-in's startup: 2,000 lines of 49 a's and one
+            # of 40,000 (under journald's LineMax, 48 KiB), each ending in "!", so none matches.
+            self.standin_unit(
+                f"--startup 1 --serve --delay-ms 1 {FLAGS}",
+                pre="/usr/bin/python3 -c \"print(('nested ' + 'a' * 49 + '!\\\\n') * 2000"
+                " + 'nested ' + 'a' * 40000 + '!')\"",
+            )
+            start = time.monotonic()
+            self.start_standin()
+            self.wait_metric(
+                "sglang_sentinel_startups_total", self.ready + 1, 5, unit=self.unit, outcome="ready"
+            )
+            took = time.monotonic() - start
+            self.expect_startups(["ready"])
+            scrape_start = time.monotonic()
+            self.scrape()
+            scrape_s = time.monotonic() - scrape_start
+            stop_start = time.monotonic()
+            self.sh(f"systemctl restart {SERVICE}")
+            restart_s = time.monotonic() - stop_start
+            if scrape_s > 1.0 or restart_s > 5.0:
+                raise JourneyError(f"/metrics took {scrape_s:.2f} s, a restart {restart_s:.2f} s")
+            s.detail = (
+                f"startup after the lines recorded {took:.2f} s after the restart; /metrics "
+                f"{scrape_s:.3f} s; sentinel restart {restart_s:.2f} s"
+            )
+
         with self.step("journalctl --rotate and --vacuum-files=1 while running") as s:
             pid = self.main_pid()
             self.sh("journalctl --rotate && journalctl --vacuum-files=1")
             self.start_standin()
             self.wait_metric(
-                "sglang_sentinel_startups_total", 4, 10, unit=self.unit, outcome="ready"
+                "sglang_sentinel_startups_total",
+                self.ready + 1,
+                10,
+                unit=self.unit,
+                outcome="ready",
             )
             self.expect_startups(["ready"])
             if self.main_pid() != pid:
@@ -525,7 +586,11 @@ WantedBy=multi-user.target
             if boots < 2:
                 raise JourneyError(f"journalctl --list-boots shows {boots} boot(s)")
             self.wait_metric(
-                "sglang_sentinel_startups_total", 5, 20, unit=self.unit, outcome="ready"
+                "sglang_sentinel_startups_total",
+                self.ready + 1,
+                20,
+                unit=self.unit,
+                outcome="ready",
             )
             self.expect_startups(["ready"])
             self.expect_values(
@@ -587,9 +652,9 @@ GLOBAL_METRICS = frozenset(
 
 
 def report(steps: list[Step]) -> str:
-    lines = [f"  {'step':<58} {'s':>7}  result"]
+    lines = [f"  {'step':<66} {'s':>7}  result"]
     for st in steps:
-        lines.append(f"  {st.name:<58} {st.seconds:>7.1f}  {'ok' if st.ok else 'FAILED'}")
+        lines.append(f"  {st.name:<66} {st.seconds:>7.1f}  {'ok' if st.ok else 'FAILED'}")
     return "\n".join(lines)
 
 
