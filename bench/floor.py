@@ -13,13 +13,11 @@ import sys
 
 from systemd import journal
 
-from sglang_sentinel.journal import add_unit_matches
-
 
 def read_floor(directory: str, unit: str) -> int:
     reader = journal.Reader(path=directory)
     reader.data_threshold = 0
-    add_unit_matches(reader, [unit])
+    reader.add_match(_SYSTEMD_UNIT=unit)
     reader.seek_head()
     next_ = reader._next
     get = reader._get
