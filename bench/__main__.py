@@ -291,6 +291,12 @@ def _journal_doc(
     small_summary = _summary(small_scans, int(small_manifest["unit_entries"]))
     a, b, c, d = (summary[k]["wall_s"] for k in "abcd")
     ratios = {"d/a": round(d / a, 2), "d/b": round(d / b, 2), "d/c": round(d / c, 2)}
+    # CPU time (user + system of every process of a method) shrugs off a loaded machine better
+    # than wall time; b and c run two processes, so their CPU is the sum of both.
+    ca, cb, cc, cd = (summary[k]["cpu_s"] for k in "abcd")
+    ratios["cpu d/a"] = round(cd / ca, 2)
+    ratios["cpu d/b"] = round(cd / cb, 2)
+    ratios["cpu d/c"] = round(cd / cc, 2)
     # Per round: each round's four runs ran back to back, so their ratios share its load.
     rounds = list(zip(*(runs[k] for k in "abcd"), strict=True))
     ratios["d/a_rounds"] = [round(rd.wall_s / ra.wall_s, 2) for ra, _, _, rd in rounds]
@@ -366,6 +372,7 @@ def print_table(doc: dict[str, Any], shape: str) -> None:
         f"ratios (wall): d/a {r['d/a']}  d/b {r['d/b']}  d/c {r['d/c']}  (c is {1 / r['d/c']:.1f}x d)"
     )
     print(f"  per round: d/a {r['d/a_rounds']}  d/b {r['d/b_rounds']}  c/d {r['c/d_rounds']}")
+    print(f"  CPU time: d/a {r['cpu d/a']}  d/b {r['cpu d/b']}  c/d {round(1 / r['cpu d/c'], 2)}")
     print(
         f"scan RSS {rss['scan_small_entries']:,} -> {rss['scan_large_entries']:,} entries: maxRSS "
         f"{rss['maxrss_small_mb']} -> {rss['maxrss_large_mb']} MB, anon {rss['anon_small_mb']} -> "
