@@ -1,7 +1,7 @@
 # The README's commands. Every target uses .venv/bin/... directly; bootstrap prepares it.
 BIN := .venv/bin
 
-.PHONY: bootstrap demo test check bench bench-smoke ci
+.PHONY: bootstrap demo test check bench bench-smoke ci dashboard e2e
 
 bootstrap:
 	bash scripts/bootstrap.sh
@@ -17,6 +17,11 @@ check: bootstrap
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy --strict
 	$(BIN)/sentinel rules check
+	$(BIN)/python -m sglang_sentinel.grafana --check
+
+# Regenerate deploy/grafana/sglang-sentinel.json from sglang_sentinel/grafana.py.
+dashboard: bootstrap
+	$(BIN)/python -m sglang_sentinel.grafana
 
 bench: bootstrap
 	$(BIN)/python -m bench
@@ -30,3 +35,9 @@ ci: bootstrap
 	$(MAKE) --no-print-directory check
 	$(MAKE) --no-print-directory test
 	$(MAKE) --no-print-directory bench-smoke
+
+# The end-to-end under a real systemd PID 1 (as root): Debian 12 and 13 roots booted with
+# systemd-nspawn, installed as the README says. Not part of `ci`; .ci/run runs it after.
+E2E_SUITES ?= bookworm trixie
+e2e:
+	bash scripts/e2e.sh $(E2E_SUITES)

@@ -27,8 +27,9 @@ from typing import IO, Any, Final, Protocol
 
 import structlog
 
+from .compare import reached_tiers
 from .config import AlertmanagerConfig, ListenAddress
-from .model import Comparison, Finding, Stats
+from .model import Comparison, Finding, Severity, Stats
 from .redact import scrub_text
 
 log = structlog.get_logger("sglang_sentinel")
@@ -164,11 +165,10 @@ class AlertPusher:
     ) -> None:
         self._config = config
         self._stats = stats
-        self._instance = instance or socket.gethostname()
+        self._instance = config.instance or instance or default_instance(ListenAddress())
+        self._job = config.job
         self._generator_url = (
-            config.generator_url
-            or generator_url
-            or f"http://{self._instance}:{ListenAddress().port}/metrics"
+            config.generator_url or generator_url or f"http://{self._instance}/metrics"
         )
         self._clock = clock
         self._post = opener
@@ -300,20 +300,22 @@ class AlertPusher:
         out: dict[AlertKey, tuple[Mapping[str, str], Mapping[str, str]]] = {}
         for comparison in comparisons:
             for finding in comparison.findings:
-                labels = self._labels(comparison, finding)
-                out.setdefault(
-                    tuple(sorted(labels.items())), (labels, _annotations(comparison, finding))
-                )
+                notes = _annotations(comparison, finding)
+                for tier in reached_tiers(finding.check, finding.severity):
+                    labels = self._labels(comparison, finding, tier)
+                    out.setdefault(tuple(sorted(labels.items())), (labels, notes))
         return out
 
-    def _labels(self, comparison: Comparison, finding: Finding) -> dict[str, str]:
-        name = alert_name(finding.check)
+    def _labels(self, comparison: Comparison, finding: Finding, tier: Severity) -> dict[str, str]:
+        """The label set Prometheus gives the same alert, so Alertmanager merges the two:
+        the series' labels (job, instance, unit, check, severity) and the alertname."""
         own = {
-            "alertname": name,
+            "alertname": alert_name(finding.check),
+            "job": self._job,
+            "instance": self._instance,
             "unit": comparison.record.unit,
             "check": finding.check,
-            "severity": finding.severity,
-            "instance": self._instance,
+            "severity": tier,
         }
         # Like Prometheus's external labels: they never override the alert's own labels.
         return {**self._config.external_labels, **own}
@@ -386,6 +388,20 @@ class AlertPusher:
             attempt=target.failures,
             retry_in_seconds=delay,
         )
+
+
+def default_instance(listen: ListenAddress) -> str:
+    """The `instance` label Prometheus gives this sentinel when it scrapes the listen address.
+
+    A wildcard listen address is scraped by host name, so the host name stands in for it;
+    set `alertmanager.instance` when the scrape target is written otherwise.
+    """
+    host = listen.host
+    if host in ("", "0.0.0.0", "::"):
+        host = socket.getfqdn()
+    elif ":" in host:
+        host = f"[{host}]"
+    return f"{host}:{listen.port}"
 
 
 def _describe_error(exc: BaseException) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sqlite3
 import sys
 import time
 from collections.abc import Sequence
@@ -21,6 +22,7 @@ import structlog
 import yaml
 
 from . import __version__
+from .baseline_file import BaselineFileError, export_document, mismatches, read_document
 from .compare import Policy, common_evidence
 from .config import Config, config_to_dict, load_config
 from .errors import ConfigError, JournalError, NoDataError, RuleError, SentinelError, UsageError
@@ -30,7 +32,7 @@ from .model import SEVERITY_ORDER, Comparison, StartupRecord
 from .pipeline import Pipeline, evaluate, load_rules_and_policy, source_key
 from .report import render_diff, render_report, render_startups, scan_json, startup_json
 from .rules import check_rules, default_rules_dir
-from .state import StateStore
+from .state import DB_NAME, StateStore, broken_database
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_PENDING = 0, 1, 2, 3, 4
 # `check --wait`: how often the state is re-read while the latest startup is still starting.
@@ -57,7 +59,15 @@ def _common(p: argparse.ArgumentParser, *, units: bool = True) -> None:
             action="append",
             dest="units",
             metavar="UNIT",
-            help="unit to look at; repeatable (default: the configured units)",
+            help="unit to look at (docker:NAME for a container); repeatable "
+            "(default: the configured units and containers)",
+        )
+        p.add_argument(
+            "--container",
+            action="append",
+            dest="containers",
+            metavar="NAME",
+            help="Docker container (journald log driver) to look at, by name; repeatable",
         )
 
 
@@ -98,6 +108,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="pin STARTUP (invocation-id prefix or 'latest'; default the latest ready startup)",
     )
     g.add_argument("--unpin", action="store_true")
+    g.add_argument(
+        "--export",
+        type=Path,
+        metavar="FILE",
+        help="write the unit's pinned baseline to FILE (JSON, content-hashed, no secrets)",
+    )
+    g.add_argument(
+        "--import",
+        type=Path,
+        dest="import_file",
+        metavar="FILE",
+        help="pin the baseline in FILE for the unit; refused if model, TP size or GPU differ",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="with --import: import despite the differences"
+    )
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser(
@@ -158,8 +184,10 @@ def _load(args: argparse.Namespace) -> Config:
     overrides: dict[str, Any] = {}
     if getattr(args, "state_dir", None):
         overrides["state_dir"] = args.state_dir
-    if getattr(args, "units", None):
-        overrides["units"] = list(args.units)
+    # --unit and --container together replace the configured selection.
+    if getattr(args, "units", None) or getattr(args, "containers", None):
+        overrides["units"] = list(args.units or [])
+        overrides["containers"] = list(args.containers or [])
     if getattr(args, "journal_dir", None):
         overrides["journal.directory"] = str(args.journal_dir)
     if getattr(args, "journal_files", None):
@@ -175,7 +203,7 @@ def _policy(config: Config) -> Policy:
 
 def _source(config: Config) -> JournalSource:
     return JournalSource(
-        config.units, directory=config.journal.directory, files=config.journal.files
+        config.targets, directory=config.journal.directory, files=config.journal.files
     )
 
 
@@ -236,7 +264,8 @@ def cmd_scan(args: argparse.Namespace) -> int:
     seen: dict[str, None] = {}
     while True:
         n = pipeline.process(limit=50_000)
-        for c in pipeline.commit():
+        # The last commit takes a split server_args line as it is: no continuation will come.
+        for c in pipeline.commit(final=n == 0):
             seen[c.record.invocation_id] = None
         if n == 0:
             break
@@ -258,7 +287,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
 def cmd_startups(args: argparse.Namespace) -> int:
     config = _load(args)
     store = StateStore(config.state_dir, readonly=True)
-    records = store.startups(config.units)
+    records = store.startups(config.targets)
     baselines = {u: i for u, (i, _) in store.baselines().items()}
     if args.json:
         policy = _policy(config)
@@ -270,10 +299,17 @@ def cmd_startups(args: argparse.Namespace) -> int:
 
 def cmd_baseline(args: argparse.Namespace) -> int:
     config = _load(args)
-    store = StateStore(config.state_dir, readonly=args.pin is None and not args.unpin)
-    units = list(args.units or config.units)
-    if (args.pin is not None or args.unpin) and len(units) != 1:
-        raise UsageError("name one unit with --unit to pin or unpin a baseline")
+    if args.force and args.import_file is None:
+        raise UsageError("--force goes with --import")
+    writes = args.pin is not None or args.unpin or args.import_file is not None
+    store = StateStore(config.state_dir, readonly=not writes)
+    units = list(config.targets)
+    if (writes or args.export is not None) and len(units) != 1:
+        raise UsageError("name one unit with --unit (or --container) for this baseline action")
+    if args.export is not None:
+        return _baseline_export(store, units[0], args.export, config.gpu or "")
+    if args.import_file is not None:
+        return _baseline_import(store, units[0], args.import_file, config.gpu or "", args.force)
     if args.unpin:
         removed = store.unpin(units[0])
         print(
@@ -315,12 +351,48 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _baseline_export(store: StateStore, unit: str, path: Path, gpu: str) -> int:
+    pins = store.baselines()
+    record = store.startup(pins[unit][0]) if unit in pins else None
+    if record is None:
+        raise NoDataError(f"{unit}: no baseline pinned to export; pin one with --pin first")
+    doc = export_document(record, unit=unit, gpu=gpu)
+    try:
+        path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write: {exc.strerror or exc}") from exc
+    log.info("baseline_exported", unit=unit, sha256=doc["sha256"], path=str(path))
+    print(
+        f"{unit}: exported baseline {record.invocation_id[:8]} to {path} (sha256 {doc['sha256']})"
+    )
+    return EXIT_OK
+
+
+def _baseline_import(store: StateStore, unit: str, path: Path, gpu: str, force: bool) -> int:
+    file = read_document(path)
+    ready = [r for r in store.startups([unit]) if r.outcome == "ready"]
+    problems = mismatches(file, ready[-1] if ready else None, unit=unit, gpu=gpu)
+    if problems and not force:
+        raise BaselineFileError(
+            f"{path}: refusing to import for {unit}:\n  "
+            + "\n  ".join(problems)
+            + "\n(use --force to import anyway)"
+        )
+    with store.transaction():
+        store.save_startup(file.record, None)
+    store.pin(unit, file.record.invocation_id)
+    log.info("baseline_imported", unit=unit, sha256=file.sha256, forced=bool(problems))
+    note = f" despite: {'; '.join(problems)}" if problems else ""
+    print(f"{unit}: pinned imported baseline sha256 {file.sha256}{note}")
+    return EXIT_OK
+
+
 def cmd_diff(args: argparse.Namespace) -> int:
     """A and B given: A → B. Only A: A's baseline → A. Neither: baseline → latest."""
     config = _load(args)
     store = StateStore(config.state_dir, readonly=True)
     policy = _policy(config)
-    units = list(args.units or config.units)
+    units = list(config.targets)
     if args.a and args.b:
         a, b = store.find_startup(args.a), store.find_startup(args.b)
     else:
@@ -363,7 +435,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     """
     config = _load(args)
     policy = _policy(config)
-    units = list(args.units or config.units)
+    units = list(config.targets)
     deadline = time.monotonic() + args.wait
     while True:
         results = _check_once(config, units, policy)
@@ -414,8 +486,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     except SentinelError as exc:
         raise NoDataError(str(exc)) from exc
     policy = _policy(config)
-    units = list(args.units or config.units)
-    statuses = collect_status(store, units, policy)
+    units = list(config.targets)
+    statuses = collect_status(store, units, policy, now=time.time())
     if args.html is None:
         print(render_report([s.comparison for s in statuses if s.comparison is not None]))
         return EXIT_OK
@@ -482,6 +554,13 @@ def _join_option_values(argv: Sequence[str]) -> list[str]:
     return out
 
 
+def _state_path(args: argparse.Namespace) -> Path:
+    try:
+        return _load(args).state_dir / DB_NAME
+    except SentinelError:
+        return Path("sentinel.sqlite3")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = _join_option_values(sys.argv[1:] if argv is None else argv)
     try:
@@ -499,6 +578,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except ConfigError as exc:
         print("error: invalid configuration:\n  " + "\n  ".join(exc.problems), file=sys.stderr)
+        return EXIT_USAGE
+    except sqlite3.DatabaseError as exc:  # corruption found past the open-time check
+        print(f"error: {broken_database(_state_path(args), exc)}", file=sys.stderr)
         return EXIT_USAGE
     except (UsageError, NoDataError, JournalError) as exc:
         print(f"error: {exc}", file=sys.stderr)

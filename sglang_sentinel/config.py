@@ -21,6 +21,7 @@ from typing import Any, Final, TypeVar, cast
 
 import yaml
 
+from .compare import policy_problems
 from .config_schema import (
     LABEL_NAME,
     LOG_FORMATS,
@@ -37,6 +38,7 @@ from .config_schema import (
     RulesConfig,
     choice,
     config_to_dict,
+    container_name,
     describe_keys,
     describe_value,
     duration,
@@ -153,10 +155,10 @@ class _Checker:
         return self.items(value, path, self.path)
 
     def units(self, value: Any, path: str) -> tuple[str, ...]:
-        units = self.items(value, path, unit_name)
-        if not value:
-            raise InvalidValue("at least one unit is needed, e.g. [sglang-qwen.service]")
-        return units
+        return self.items(value, path, unit_name)
+
+    def containers(self, value: Any, path: str) -> tuple[str, ...]:
+        return self.items(value, path, container_name)
 
     def urls(self, value: Any, path: str) -> tuple[str, ...]:
         return self.items(value, path, http_url(strict=True))
@@ -179,6 +181,19 @@ class _Checker:
                     self.problem(f"{path}.{name}", str(exc))
         return MappingProxyType(labels)
 
+    def label_value(self, value: Any, path: str) -> str:
+        text = label_string(value, path)
+        if not text:
+            raise InvalidValue("must not be empty")
+        return text
+
+    def policy(self, value: Any, path: str) -> Mapping[str, Any]:
+        """Inline `policy:` overrides, validated here so problems name this config file."""
+        checked = self.mapping(value, path)
+        for where, message in policy_problems(checked):
+            self.problem(where, message, origin=path)
+        return checked
+
     def mapping(self, value: Any, path: str) -> Mapping[str, Any]:
         if not isinstance(value, Mapping):
             raise InvalidValue(f"expected a mapping, got {describe_value(value)}")
@@ -192,8 +207,17 @@ class _Checker:
         # Keys are checked in file order so the problem list reads top to bottom.
         top = self.section(raw, "")
         d = Config()
-        units = self.take(top, "units", "", d.units, self.units)
+        seen = len(self.problems)
+        containers = self.take(top, "containers", "", d.containers, self.containers)
+        # Containers alone watch no unit: the default unit applies only when neither is set.
+        default_units = () if containers and "units" not in top else d.units
+        units = self.take(top, "units", "", default_units, self.units)
+        if not units and not containers and len(self.problems) == seen:
+            self.problem(
+                "units", "at least one unit or container is needed, e.g. [sglang-qwen.service]"
+            )
 
+        gpu = self.take(top, "gpu", "", d.gpu, label_string)
         journal = self.section(top.get("journal"), "journal")
         directory = self.take(journal, "directory", "journal", d.journal.directory, self.path)
         files = self.take(journal, "files", "journal", d.journal.files, self.paths)
@@ -207,7 +231,7 @@ class _Checker:
             dirs=self.take(rules, "dirs", "rules", d.rules.dirs, self.paths),
             policy=self.take(rules, "policy", "rules", d.rules.policy, self.path),
         )
-        policy = self.take(top, "policy", "", d.policy, self.mapping)
+        policy = self.take(top, "policy", "", d.policy, self.policy)
         log = self.section(top.get("log"), "log")
         log_config = LogConfig(
             format=cast(LogFormat, self.take(log, "format", "log", "auto", choice(LOG_FORMATS))),
@@ -228,6 +252,8 @@ class _Checker:
         )
         return Config(
             units=units,
+            containers=containers,
+            gpu=gpu,
             journal=JournalConfig(directory=directory, files=files),
             state_dir=state_dir,
             listen=listen,
@@ -268,6 +294,8 @@ class _Checker:
             generator_url=self.take(
                 am, "generator_url", p, d.generator_url, http_url(strict=False)
             ),
+            instance=self.take(am, "instance", p, d.instance, self.label_value),
+            job=self.take(am, "job", p, d.job, self.label_value),
             external_labels=self.take(am, "external_labels", p, d.external_labels, self.labels),
             bearer_token_file=self.take(am, "bearer_token_file", p, d.bearer_token_file, self.path),
         )

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, Literal, get_args
 
+from .containers import CONTAINER_NAME, DOCKER_PREFIX
 from .redact import scrub_text
 
 STATE_DIR_ENV: Final = "SENTINEL_STATE_DIR"
@@ -76,6 +77,8 @@ class AlertmanagerConfig:
     timeout_seconds: float = 5.0
     resolve_resend_seconds: float = 300.0
     generator_url: str | None = None
+    instance: str | None = None  # None: the listen address, as Prometheus scrapes it
+    job: str = "sglang-sentinel"
     external_labels: Mapping[str, str] = field(default_factory=_empty_mapping)
     bearer_token_file: Path | None = None
 
@@ -85,6 +88,10 @@ class Config:
     """The effective configuration. Mappings are read-only views."""
 
     units: tuple[str, ...] = ("sglang-qwen.service",)
+    containers: tuple[str, ...] = ()  # Docker container names (journald log driver)
+    gpu: str | None = (
+        None  # the host's GPU model, e.g. "H100-SXM-80GB"; peers share model, TP and gpu
+    )
     journal: JournalConfig = field(default_factory=JournalConfig)
     state_dir: Path = Path("/var/lib/sglang-sentinel")
     listen: ListenAddress = field(default_factory=ListenAddress)
@@ -95,12 +102,21 @@ class Config:
     checkpoint_interval_seconds: float = 5.0
     max_replay_age_seconds: float | None = None
 
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """What is watched, by identity key: the units, then `docker:NAME` per container."""
+        return self.units + tuple(DOCKER_PREFIX + name for name in self.containers)
+
 
 # Every key the file may hold, with its one-line description. The unknown-key check, the
 # "did you mean" suggestions and describe_keys() (hence docs/config.md) all come from here, so
 # the three cannot drift apart. `policy` and `alertmanager.external_labels` are free-form leaves.
 KEYS: Final[Mapping[str, str]] = {
     "units": "systemd units to watch; '.service' is appended to a name without a unit suffix",
+    "containers": "Docker containers (journald log driver) to watch, by name; each is named "
+    "docker:NAME in reports, metrics and alerts",
+    "gpu": "this host's GPU model as you name it fleet-wide (e.g. H100-SXM-80GB): the `gpu` label "
+    "of server_info/baseline_info that groups peers; a baseline import checks it",
     "journal.directory": "read the journal files in this directory instead of the system journal",
     "journal.files": "read these journal files instead of the system journal (not with directory)",
     "state_dir": "SQLite state: startup records, baselines, journal cursor "
@@ -120,8 +136,13 @@ KEYS: Final[Mapping[str, str]] = {
     "resolved, so a restarted or unreachable Alertmanager still learns it ended",
     "alertmanager.generator_url": "generatorURL set on every alert (e.g. a dashboard link); "
     "null = this sentinel's /metrics",
+    "alertmanager.instance": "instance label of pushed alerts: the scrape target Prometheus uses "
+    "for this sentinel, so both paths make one alert; null = the listen address (host name for "
+    "a wildcard address)",
+    "alertmanager.job": "job label of pushed alerts: the Prometheus job that scrapes the sentinel",
     "alertmanager.external_labels": "labels added to every alert (e.g. cluster); never override "
-    "the alert's own alertname, unit, check, severity, instance",
+    "the alert's own alertname, job, instance, unit, check, severity; set them to Prometheus's "
+    "external_labels",
     "alertmanager.bearer_token_file": "file whose content (trimmed) is sent as "
     "'Authorization: Bearer ...'; read at every push, so a rotated token needs no restart",
     "checkpoint_interval_seconds": "how often the journal cursor is saved while no line matches",
@@ -243,9 +264,20 @@ def choice(choices: tuple[str, ...]) -> Callable[[Any, str], str]:
     return convert
 
 
+def container_name(value: Any, path: str) -> str:
+    if not isinstance(value, str) or not CONTAINER_NAME.fullmatch(value):
+        raise InvalidValue(
+            f"not a Docker container name: {describe_value(value)} "
+            "(letters, digits, '_', '.', '-'; e.g. sglang-qwen)"
+        )
+    return value
+
+
 def unit_name(value: Any, path: str) -> str:
     if not isinstance(value, str):
         raise InvalidValue(f"expected a unit name, got {describe_value(value)}")
+    if value.startswith(DOCKER_PREFIX):  # a container's identity key, e.g. --unit docker:NAME
+        return DOCKER_PREFIX + container_name(value[len(DOCKER_PREFIX) :], path)
     name = value if value.rpartition(".")[2] in _UNIT_SUFFIXES else f"{value}.service"
     m = _UNIT_NAME.fullmatch(name)
     if m is None or len(name) > 255:
@@ -325,6 +357,8 @@ def config_to_dict(config: Config, *, mask_secrets: bool = True) -> dict[str, An
     am = config.alertmanager
     return {
         "units": list(config.units),
+        "containers": list(config.containers),
+        "gpu": config.gpu,
         "journal": {
             "directory": opt(config.journal.directory),
             "files": [str(p) for p in config.journal.files],
@@ -340,6 +374,8 @@ def config_to_dict(config: Config, *, mask_secrets: bool = True) -> dict[str, An
             "timeout_seconds": am.timeout_seconds,
             "resolve_resend_seconds": am.resolve_resend_seconds,
             "generator_url": None if am.generator_url is None else url(am.generator_url),
+            "instance": am.instance,
+            "job": am.job,
             "external_labels": dict(am.external_labels),
             "bearer_token_file": opt(am.bearer_token_file),
         },
@@ -386,6 +422,7 @@ __all__ = [
     "RulesConfig",
     "choice",
     "config_to_dict",
+    "container_name",
     "describe_keys",
     "describe_value",
     "duration",

@@ -12,48 +12,45 @@ import functools
 import os
 import select
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from socketserver import ThreadingMixIn
 from types import FrameType
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import structlog
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from systemd import daemon as sd
 
 from . import __version__
-from .alerts import AlertPusher
+from .alerts import AlertPusher, default_instance
 from .compare import stall_after
 from .config import Config, load_config
 from .errors import ConfigError, JournalError, RuleError, SentinelError
 from .html import collect_status, render_page
+from .httpserver import BoundedWSGIServer, make_metrics_server
 from .journal import JournalSource
 from .logs import configure_logging
 from .metrics import SentinelCollector, UnitView
 from .model import Comparison, Finding, Stats
-from .pipeline import Pipeline, evaluate, load_rules_and_policy, source_key
+from .pipeline import CommitFailed, Pipeline, evaluate, load_rules_and_policy, source_key
 from .state import StateStore
 
 log = structlog.get_logger("sglang_sentinel")
 
 BATCH = 5_000  # entries between commits while catching up
+# Longest stretch of reading between looks at signals, the watchdog and the commit: a SIGTERM
+# or a watchdog ping never waits for a whole batch of long lines.
+SLICE_S = 0.25
+# Retries of a failed commit (database locked, disk full): first after this, doubling up to
+# the cap; the records wait in memory and reading pauses meanwhile.
+RETRY_FIRST_S = 0.5
+RETRY_MAX_S = 30.0
+# How long one commit waits for another process's write lock before it counts as failed.
+BUSY_TIMEOUT_S = 1.0
 HOUSEKEEPING_S = 1.0  # longest sleep: pin changes, watchdog, status
 ANNOUNCED_KEPT = 256  # startups whose last logged outcome/findings are remembered
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # scrapes every 15 s would drown the journal
-
-
-class _Server(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-    allow_reuse_address = True
 
 
 # The page forbids loading anything; the header repeats the page's own meta policy.
@@ -115,9 +112,9 @@ class Daemon:
             loader = functools.partial(load_config, config_path)
         self._loader = loader
         self.rules, self.policy = load_rules_and_policy(config)
-        self.store = StateStore(config.state_dir)
+        self.store = StateStore(config.state_dir, busy_timeout=BUSY_TIMEOUT_S)
         self.source = JournalSource(
-            config.units, directory=config.journal.directory, files=config.journal.files
+            config.targets, directory=config.journal.directory, files=config.journal.files
         )
         self.stats = Stats()
         self.pipeline = Pipeline(
@@ -131,7 +128,7 @@ class Daemon:
         )
         self._stop = False
         self._reload = False
-        self._server: _Server | None = None
+        self._server: BoundedWSGIServer | None = None
         self._data_version = -1
         self._last_status = ""
         self._watchdog_s = _watchdog_interval()
@@ -145,6 +142,11 @@ class Daemon:
         # shares the writer's connection (or the collector's lock) with HTTP threads.
         self._page_lock = threading.Lock()
         self._page_store: StateStore | None = None
+        # A failed commit: when to retry it, the next wait, and the failures in this episode.
+        self._view_faults: set[tuple[str, str]] = set()
+        self._retry_at: float | None = None
+        self._retry_wait = RETRY_FIRST_S
+        self._failed_commits = 0
         registry = CollectorRegistry(auto_describe=False)
         registry.register(
             SentinelCollector(
@@ -153,6 +155,7 @@ class Daemon:
                 rule_hits=lambda: dict(self.pipeline.tracker.rule_hits),
                 policy=lambda: self.policy,
                 baselines_pinned=lambda: set(self._snapshot.pinned),
+                gpu=lambda: self.config.gpu or "",
             )
         )
         self.registry = registry
@@ -172,17 +175,22 @@ class Daemon:
     def publish(self) -> None:
         """Rebuild the snapshot from committed state (loop thread only, after a commit)."""
         views = []
-        for unit in self.config.units:
+        for unit in self.config.targets:
             latest = self.store.latest(unit)
             decided = (
                 latest
                 if latest and latest.outcome != "starting"
                 else self.store.latest(unit, decided=True)
             )
-            comparison = evaluate(self.store, decided, self.policy) if decided else None
+            comparison = None
             starting = None
-            if latest is not None and latest.outcome == "starting":
-                starting = evaluate(self.store, latest, self.policy, now=self._clock())
+            try:
+                if decided is not None:
+                    comparison = self.pipeline.evaluator(self.store, decided, self.policy)
+                if latest is not None and latest.outcome == "starting":
+                    starting = evaluate(self.store, latest, self.policy, now=self._clock())
+            except Exception as exc:  # one unit's fault never empties /metrics
+                self._view_failed(unit, exc)
             views.append(
                 UnitView(
                     unit=unit,
@@ -194,12 +202,23 @@ class Daemon:
             )
         self._snapshot = _Snapshot(tuple(views), frozenset(self.store.baselines()))
 
+    def _view_failed(self, unit: str, exc: Exception) -> None:
+        key = (unit, type(exc).__name__)
+        if key in self._view_faults:
+            errors = self.stats.processing_errors
+            errors["metrics"] = errors.get("metrics", 0) + 1
+            return  # logged once per unit and kind; every scrape would repeat it
+        self._view_faults.add(key)
+        self.pipeline._failed("metrics", exc, unit=unit)
+
     def status_page(self) -> str:
         """The page served at `/`: the same renderer as `sentinel report --html`."""
         with self._page_lock:
             if self._page_store is None:
                 self._page_store = StateStore(self.config.state_dir, readonly=True)
-            statuses = collect_status(self._page_store, self.config.units, self.policy)
+            statuses = collect_status(
+                self._page_store, self.config.targets, self.policy, now=self._clock()
+            )
         return render_page(
             statuses,
             generated_at=time.time(),
@@ -213,17 +232,11 @@ class Daemon:
     def serve(self) -> None:
         host, port = self.config.listen.host, self.config.listen.port
         try:
-            server = make_server(
-                host,
-                port,
-                _landing(make_wsgi_app(self.registry), self.status_page),
-                server_class=_Server,
-                handler_class=_QuietHandler,
+            server = make_metrics_server(
+                host, port, _landing(make_wsgi_app(self.registry), self.status_page)
             )
         except OSError as exc:
             raise SentinelError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
-        if ":" in host:
-            server.address_family = socket.AF_INET6
         self._server = server
         threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
         log.info("metrics_listening", address=f"{host}:{server.server_port}")
@@ -251,7 +264,7 @@ class Daemon:
         old_fd = signal.set_wakeup_fd(wake_w)
         handlers = self._install_signals()
         sd.notify("READY=1")
-        log.info("sentinel_started", units=list(self.config.units), version=__version__)
+        log.info("sentinel_started", units=list(self.config.targets), version=__version__)
         try:
             self._loop(wake_r)
         finally:
@@ -296,6 +309,9 @@ class Daemon:
             jt = self.source.reader.get_timeout_ms()
             if jt is not None and jt >= 0:
                 timeout_ms = min(timeout_ms, jt)
+            if self._retry_at is not None:
+                wait_ms = int((self._retry_at - time.monotonic()) * 1000)
+                timeout_ms = max(1, min(timeout_ms, wait_ms))
             poller.poll(timeout_ms)
             try:
                 while os.read(wake_r, 512):
@@ -313,18 +329,27 @@ class Daemon:
             self._housekeeping()
 
     def _drain(self) -> None:
-        """Read and commit everything available now, in batches."""
+        """Read and commit everything available now, in slices of at most BATCH entries and
+        SLICE_S seconds; while a commit keeps failing, retry it with backoff and read nothing."""
         while not self._stop:
+            if self._retry_at is not None and (
+                time.monotonic() < self._retry_at or not self._commit()
+            ):
+                return
             try:
-                n = self.pipeline.process(limit=BATCH)
+                n = self.pipeline.process(
+                    limit=BATCH,
+                    deadline=time.monotonic() + SLICE_S,
+                    stop=lambda: self._stop,
+                )
             except JournalError as exc:
                 self.stats.journal_up = False
                 log.error("journal_read_failed", error=str(exc))
                 return
             self.stats.journal_up = True
-            comparisons = self.pipeline.commit()
-            self._after_commit(comparisons)
-            if n < BATCH:
+            if not self._commit():
+                return
+            if n == 0 or (n < BATCH and not self.pipeline.cut_short):
                 self.stats.processing_lag_seconds = 0.0
                 return
             if self.stats.last_entry_realtime is not None:
@@ -332,6 +357,29 @@ class Daemon:
                     0.0, time.time() - self.stats.last_entry_realtime
                 )
             self._ping_watchdog()
+
+    def _commit(self) -> bool:
+        """Commit what was read; on failure schedule a retry and say False."""
+        try:
+            comparisons = self.pipeline.commit()
+        except CommitFailed as exc:
+            self._failed_commits += 1
+            if self._failed_commits == 1:
+                log.error(
+                    "commit_failed",
+                    error=str(exc),
+                    pending_startups=self.pipeline.tracker.dirty_count,
+                    action="keeping the records and the cursor; retrying",
+                )
+            self._ping_watchdog()  # a fault of the disk is not a hang of the loop
+            self._retry_at = time.monotonic() + self._retry_wait
+            self._retry_wait = min(self._retry_wait * 2, RETRY_MAX_S)
+            return False
+        if self._failed_commits:
+            log.info("commit_recovered", failed_attempts=self._failed_commits)
+        self._retry_at, self._retry_wait, self._failed_commits = None, RETRY_FIRST_S, 0
+        self._after_commit(comparisons)
+        return True
 
     def _after_commit(self, comparisons: Sequence[Comparison]) -> None:
         for c in comparisons:
@@ -405,6 +453,7 @@ class Daemon:
         return False
 
     def _housekeeping(self) -> None:
+        self.store.check_file()  # a deleted database: stop loudly rather than write to nothing
         version = self.store.data_version()
         if version != self._data_version:
             self.publish()
@@ -459,6 +508,7 @@ class Daemon:
             key
             for key, before, after in (
                 ("units", old.units, config.units),
+                ("containers", old.containers, config.containers),
                 ("journal", old.journal, config.journal),
                 ("state_dir", old.state_dir, config.state_dir),
                 ("listen", old.listen, config.listen),
@@ -468,6 +518,7 @@ class Daemon:
         self.config = dataclasses.replace(
             config,
             units=old.units,
+            containers=old.containers,
             journal=old.journal,
             state_dir=old.state_dir,
             listen=old.listen,
@@ -494,15 +545,20 @@ class Daemon:
             self.pusher = AlertPusher(
                 self.config.alertmanager,
                 stats=self.stats,
+                instance=default_instance(self.config.listen),
                 generator_url=f"http://{self.config.listen}/metrics",
             )
             self.pusher.start()
 
     def _shutdown(self) -> None:
+        # One last try; when it fails nothing of it is stored (the cursor neither), so the next
+        # start reads those entries again.
         try:
             self.pipeline.commit(force=True)
         except SentinelError as exc:
-            log.error("final_commit_failed", error=str(exc))
+            log.error(
+                "final_commit_failed", error=str(exc), action="entries are read again on start"
+            )
         if self.pusher is not None:
             self.pusher.stop()
         if self._server is not None:

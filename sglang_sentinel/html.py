@@ -61,27 +61,34 @@ class UnitStatus:
 
     unit: str
     comparison: Comparison | None  # the latest decided (ready/failed) startup, compared
-    starting: StartupRecord | None  # a startup under way, newer than `comparison`
+    starting: Comparison | None  # a startup under way, judged now (it may be startup_stalled)
     history: tuple[StartupRecord, ...]  # the last HISTORY startups, oldest first
     pinned: bool
 
 
 def collect_status(
-    store: StateStore, units: Sequence[str], policy: Policy, history: int = HISTORY
+    store: StateStore, units: Sequence[str], policy: Policy, now: float, history: int = HISTORY
 ) -> list[UnitStatus]:
-    """Read each unit's latest startup, its comparison and recent history from the state."""
+    """Read each unit's latest startup, its comparison and recent history from the state;
+    a startup under way is judged at `now` (unix seconds), so a stalled one shows."""
     pins = store.baselines()
     out = []
     for unit in units:
-        records = store.startups([unit])
+        records = store.recent(unit, history)
         latest = records[-1] if records else None
-        decided = next((r for r in reversed(records) if r.outcome != "starting"), None)
+        decided = (
+            latest
+            if latest is not None and latest.outcome != "starting"
+            else store.latest(unit, decided=True)
+        )
         out.append(
             UnitStatus(
                 unit=unit,
                 comparison=evaluate(store, decided, policy) if decided else None,
-                starting=latest if latest is not None and latest.outcome == "starting" else None,
-                history=tuple(records[-history:]),
+                starting=evaluate(store, latest, policy, now=now)
+                if latest is not None and latest.outcome == "starting"
+                else None,
+                history=tuple(records),
                 pinned=unit in pins,
             )
         )
@@ -132,14 +139,15 @@ def _title(statuses: Sequence[UnitStatus]) -> str:
     return f"{_VERDICT_TEXT[worst]} · sglang-sentinel"
 
 
-_VERDICT_RANK = {"none": 0, "ok": 1, "starting": 2, "info": 3, "warning": 4, "failed": 5}
-_VERDICT_RANK["critical"] = 6
+_VERDICT_RANK = {"none": 0, "ok": 1, "starting": 2, "info": 3, "warning": 4, "stalled": 5}
+_VERDICT_RANK.update(failed=6, critical=7)
 _VERDICT_TEXT = {
     "none": "no startup yet",
     "ok": "OK",
     "starting": "STARTING",
     "info": "INFO",
     "warning": "WARNING",
+    "stalled": "STALLED",
     "failed": "FAILED",
     "critical": "CRITICAL",
 }
@@ -149,6 +157,7 @@ _VERDICT_ICON = {
     "starting": "…",
     "info": "ℹ",
     "warning": "⚠",
+    "stalled": "◷",
     "failed": "✖",
     "critical": "✖",
 }
@@ -157,9 +166,13 @@ _VERDICT_ICON = {
 def _verdict(s: UnitStatus) -> tuple[str, str]:
     """(verdict key, one-line reason) for a unit."""
     c = s.comparison
+    stalled = _stall(s)
+    if stalled is not None:
+        return "stalled", stalled.message
     if c is None:
         if s.starting is not None:
-            return "starting", f"first startup under way since {_utc(s.starting.started_at)}"
+            since = _utc(s.starting.record.started_at)
+            return "starting", f"first startup under way since {since}"
         return "none", "no startup recorded yet"
     findings = _ordered(c.findings)
     if c.record.outcome == "failed":
@@ -171,6 +184,12 @@ def _verdict(s: UnitStatus) -> tuple[str, str]:
     if c.baseline is None:
         return "ok", "ready; no baseline to compare with yet"
     return "ok", "no regression against the baseline"
+
+
+def _stall(s: UnitStatus) -> Finding | None:
+    if s.starting is None:
+        return None
+    return next((f for f in s.starting.findings if f.check == "startup_stalled"), None)
 
 
 def _summary(statuses: Sequence[UnitStatus]) -> str:
@@ -232,11 +251,18 @@ def _startup_lines(s: UnitStatus) -> str:
                 )
             )
     if s.starting is not None:
+        r = s.starting.record
+        stalled = _stall(s)
+        state = (
+            f'<strong class="sev-{_e(stalled.severity)}">◷ stalled</strong>: {_e(stalled.message)}'
+            if stalled is not None
+            else "not ready yet"
+        )
         rows.append(
             (
                 "Under way",
-                f"startup <code>{_e(s.starting.invocation_id[:8])}</code> since "
-                f"{_e(_utc(s.starting.started_at))}, not ready yet",
+                f"startup <code>{_e(r.invocation_id[:8])}</code> since "
+                f"{_e(_utc(r.started_at))}, {state}",
             )
         )
     if not rows:
@@ -373,7 +399,9 @@ def _chart(
     def y(v: float) -> float:
         return _PAD_T + plot_h * (1 - v / top)
 
-    latest = values[-1]
+    # The headline value is the latest decided startup's: one under way has no facts yet.
+    decided = [v for v, r in zip(values, history, strict=True) if r.outcome != "starting"]
+    latest = decided[-1] if decided else None
     head = _show(latest, fact.suffix) if latest is not None else "not seen"
     if severity:
         head = f"{_SEVERITY_ICON[severity]} {head}"
@@ -405,14 +433,19 @@ def _chart(
             _show(v, fact.suffix) if v is not None else "not seen"
         )
         last = (" last" + (f" flag-{severity}" if severity else "")) if i == n - 1 else ""
-        if r.outcome == "failed" or v is None:
+        if r.outcome == "starting" and v is None:
+            out.append(
+                f'<circle class="pt-starting{last}" cx="{x(i):.1f}" cy="{y(0) - 6:.1f}" r="4">'
+                f"<title>{_e(tip)}</title></circle>"
+            )
+        elif r.outcome == "failed":
             cx, cy = x(i), y(0) - 6
             out.append(
                 f'<g class="pt-failed{last}"><title>{_e(tip)}</title>'
                 f'<path d="M{cx - 4:.1f},{cy - 4:.1f}L{cx + 4:.1f},{cy + 4:.1f}'
                 f'M{cx - 4:.1f},{cy + 4:.1f}L{cx + 4:.1f},{cy - 4:.1f}"/></g>'
             )
-        else:
+        elif v is not None:  # a ready startup that did not log this fact has no point
             cls = "pt-starting" if r.outcome == "starting" else "pt"
             out.append(
                 f'<circle class="{cls}{last}" cx="{x(i):.1f}" cy="{y(v):.1f}" r="{4 if last else 3}">'
@@ -529,11 +562,11 @@ background:var(--card)}
 .badge{display:inline-block;font-weight:bold;padding:1px 8px;border-radius:3px;color:#fff;
 background:var(--muted);letter-spacing:.02em}
 .v-critical .badge,.v-failed .badge{background:var(--crit)}
-.v-warning .badge{background:var(--warn)}
+.v-warning .badge,.v-stalled .badge{background:var(--warn)}
 .v-info .badge{background:var(--info)}
 .v-ok .badge{background:var(--ok)}
 .v-critical,.v-failed{border-left-color:var(--crit)!important}
-.v-warning{border-left-color:var(--warn)!important}
+.v-warning,.v-stalled{border-left-color:var(--warn)!important}
 .v-ok{border-left-color:var(--ok)!important}
 .unit-card{border:1px solid var(--line);border-left:6px solid var(--line);padding:4px 18px 14px;
 margin:0 0 20px}

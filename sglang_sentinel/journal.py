@@ -20,8 +20,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import structlog
 from systemd import journal
 
+from .containers import PartialLines, add_container_matches, split_targets, start_id, target_of
 from .errors import JournalError
 from .model import JournalEntry
 from .text import clean_message
@@ -32,6 +34,10 @@ APPEND = journal.APPEND
 INVALIDATE = journal.INVALIDATE
 
 _COREDUMP_MESSAGE_ID = "fc2e22bc6ee647b6b90729ab34a250b1"
+# EBADMSG reads in a row after which the reader counts as stuck on a corrupt spot.
+_MAX_BAD_IN_A_ROW = 10_000
+
+log = structlog.get_logger("sglang_sentinel")
 
 
 class JournalSource:
@@ -46,8 +52,12 @@ class JournalSource:
     ) -> None:
         if not units:
             raise JournalError("no units to watch")
+        # Targets: unit names and `docker:NAME` containers (see containers.py).
         self.units = tuple(units)
-        self._unit_set = frozenset(self.units)
+        plain, containers = split_targets(self.units)
+        self._unit_set = frozenset(plain)
+        self._containers = frozenset(containers)
+        self._partials = PartialLines()
         self.directory = directory
         self.files = tuple(files)
         self._reader: Any = None  # the units' own lines (one match per unit)
@@ -55,6 +65,8 @@ class JournalSource:
         self._probe: Any = None  # like _reader; only positioned, to find where a side line goes
         self._last_invocation: dict[str, str] = {}
         self.last_realtime_us: int | None = None
+        # Reads that failed on a corrupt journal file (EBADMSG) and were skipped.
+        self.corrupt_reads = 0
         self._reset_merge()
 
     def _reset_merge(self) -> None:
@@ -84,9 +96,18 @@ class JournalSource:
             # get_fd(), and files created before that would go unnoticed (see systemd#40788).
             reader.fileno()
         self._reader, self._side, self._probe = readers
-        add_unit_matches(self._reader, self.units)
-        add_manager_matches(self._side, self.units)
-        add_unit_matches(self._probe, self.units)
+        plain, containers = split_targets(self.units)
+        for reader in (self._reader, self._probe):
+            add_unit_matches(reader, plain)
+            if containers:
+                # Containers are matched on another field: a disjunction, only when there are some.
+                reader.add_disjunction()
+                add_container_matches(reader, containers)
+        if plain:
+            add_manager_matches(self._side, plain)
+        else:
+            self._side.close()  # no unit: no PID 1 or coredump lines about one
+            self._side = None
         self._reset_merge()
 
     def _open_one(self) -> Any:
@@ -111,9 +132,10 @@ class JournalSource:
             raise JournalError("journal is not open")
         return self._reader
 
-    def _readers(self) -> tuple[Any, Any]:
+    def _readers(self) -> tuple[Any, ...]:
         self._reset_merge()
-        return self.reader, self._side
+        self._partials.clear()
+        return (self.reader,) if self._side is None else (self.reader, self._side)
 
     def _hold_first(self) -> None:
         # After a seek the unit reader is on no line; put it on its first one (held, not handed
@@ -147,10 +169,11 @@ class JournalSource:
 
     def seek_cursor(self, cursor: str) -> bool:
         """Resume after `cursor`. Returns False when its entry is gone and we continue after it."""
-        unit, side = self._readers()
+        readers = self._readers()
+        unit, side = readers[0], (readers[1] if len(readers) > 1 else None)
         try:
-            unit.seek_cursor(cursor)
-            side.seek_cursor(cursor)
+            for reader in readers:
+                reader.seek_cursor(cursor)
         except OSError:
             self.seek_head()
             return False
@@ -166,7 +189,7 @@ class JournalSource:
                 self._realtime = int(unit._get_realtime())
         else:
             self._unit_ended = True
-        if side._next():
+        if side is not None and side._next():
             if side.test_cursor(cursor):
                 found = True
             else:
@@ -211,6 +234,7 @@ class JournalSource:
         # written meanwhile is never handed out after a unit line written after it.
         end_at, end_cursor = self._last_unit_line(None) or (-1, "")
         count = 0
+        bad_in_a_row = 0
         now = -1
         try:
             while limit is None or count < limit:
@@ -244,11 +268,10 @@ class JournalSource:
                             if not next_():
                                 end_at = -2
                                 break
+                            bad_in_a_row = 0
                         except OSError as exc:
-                            if exc.errno == errno.EBADMSG:
-                                # A corrupt entry/file: skip it rather than stop following.
-                                continue
-                            raise JournalError(f"reading the journal failed: {exc}") from exc
+                            self._bad_read(exc, bad_in_a_row := bad_in_a_row + 1)
+                            continue
                         now = self._realtime = realtime()
                     count += 1
                     try:
@@ -276,24 +299,42 @@ class JournalSource:
             if now >= 0:
                 self.last_realtime_us = now
 
+    def _bad_read(self, exc: OSError, in_a_row: int) -> None:
+        """A read failed: skip a corrupt entry or file (EBADMSG) and say so, else raise."""
+        if exc.errno != errno.EBADMSG:
+            raise JournalError(f"reading the journal failed: {exc}") from exc
+        self.corrupt_reads += 1
+        if self.corrupt_reads == 1:
+            log.warning("journal_file_corrupt", error=str(exc), action="skipped")
+        if in_a_row >= _MAX_BAD_IN_A_ROW:
+            # The reader does not move past it: reading on would loop forever.
+            raise JournalError(
+                f"reading the journal failed: {in_a_row} corrupt reads in a row "
+                "without progress (run `journalctl --verify`)"
+            ) from exc
+
     def _refresh(self) -> None:
         """Let the side and probe readers see files added or removed since the last round (the
         daemon polls and processes the unit reader)."""
         for reader in (self._side, self._probe):
-            with contextlib.suppress(OSError):
-                reader.process()
+            if reader is not None:
+                with contextlib.suppress(OSError):
+                    reader.process()
 
     def _next_side(self) -> None:
         """Read the next side line into `_pending`, if there is one."""
         side = self._side
+        if side is None:
+            return
+        bad_in_a_row = 0
         while True:
             try:
                 if not side._next():
                     return
             except OSError as exc:
-                if exc.errno == errno.EBADMSG:
-                    continue
-                raise JournalError(f"reading the journal failed: {exc}") from exc
+                self._bad_read(exc, bad_in_a_row := bad_in_a_row + 1)
+                continue
+            bad_in_a_row = 0
             if self._take_side():
                 return
 
@@ -360,6 +401,10 @@ class JournalSource:
         except KeyError:
             unit = ""
         if unit not in units:
+            if self._containers:
+                name = _first(get, ("CONTAINER_NAME",))
+                if name is not None and name in self._containers:
+                    return self._container_entry(name, raw), False
             return None, False
         inv = inv_raw.decode("ascii", "replace") if inv_raw is not None else None
         cmdline = None
@@ -377,6 +422,32 @@ class JournalSource:
             cmdline=cmdline,
         )
         return entry, True
+
+    def _container_entry(self, name: str, raw: bytes) -> JournalEntry | None:
+        """A watched container's line (Docker's journald driver), its pieces joined first.
+
+        Never "own": dockerd's invocation id is on every container's lines, so the raw-line
+        fast path of `lines()` must not take the next entry for the same start.
+        """
+        get = self.reader._get
+        target = target_of(name)
+        line = self._partials.add(
+            target,
+            raw,
+            partial=_first(get, ("CONTAINER_PARTIAL_MESSAGE",)) == "true",
+            partial_id=_first(get, ("CONTAINER_PARTIAL_ID",)),
+        )
+        if line is None:
+            return None  # a piece of a longer line; the entry with its last piece yields it
+        return JournalEntry(
+            unit=target,
+            message=clean_message(line),
+            realtime_us=self.realtime_us(),
+            invocation_id=start_id(
+                _first(get, ("CONTAINER_ID_FULL",)) or "",
+                _first(get, ("CONTAINER_LOG_EPOCH",)),
+            ),
+        )
 
     def _manager_entry(self, get: Any, raw: bytes, realtime_us: int) -> JournalEntry | None:
         """PID 1 (or systemd-coredump) talking about a watched unit, or None."""

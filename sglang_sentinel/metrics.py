@@ -21,7 +21,8 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from . import __version__
-from .compare import CHECKS, Policy
+from .baseline_file import model_label, record_sha256, tp_label
+from .compare import CHECKS, Policy, reached_tiers
 from .model import Comparison, FactValue, StartupRecord, Stats
 
 PREFIX = "sglang_sentinel_"
@@ -131,6 +132,7 @@ class SentinelCollector(Collector):
         policy: Callable[[], Policy],
         baselines_pinned: Callable[[], set[str]],
         clock: Callable[[], float] = time.time,
+        gpu: Callable[[], str] = str,
     ) -> None:
         self._views = views
         self._stats = stats
@@ -138,6 +140,8 @@ class SentinelCollector(Collector):
         self._policy = policy
         self._pinned = baselines_pinned
         self._clock = clock
+        self._gpu = gpu
+        self._hashes: dict[str, str] = {}  # baseline invocation id -> content sha256
         self._lock = threading.Lock()
 
     def collect(self) -> Iterator[Metric]:
@@ -149,6 +153,7 @@ class SentinelCollector(Collector):
 
     def _startup_metrics(self, views: Sequence[UnitView], pinned: set[str]) -> Iterator[Metric]:
         policy = self._policy()
+        gpu = self._gpu()
         current = {
             m.fact: GaugeMetricFamily(PREFIX + m.name, m.help, labels=["unit"])
             for m in FACT_METRICS
@@ -167,13 +172,20 @@ class SentinelCollector(Collector):
         }
         regression = GaugeMetricFamily(
             PREFIX + "regression",
-            "1 while the latest startup shows this regression against its baseline.",
+            "1 while the latest startup shows this regression against its baseline at this "
+            "severity or worse; one series per severity the check can reach.",
             labels=["unit", "check", "severity"],
         )
         info = InfoMetricFamily(
             PREFIX + "server",
             "The latest startup's model and layout.",
-            labels=["unit", "model", "tp_size", "attention_backend"],
+            labels=["unit", "model", "tp_size", "attention_backend", "gpu"],
+        )
+        baseline_info = InfoMetricFamily(
+            PREFIX + "baseline",
+            "The pinned baseline in use: its content hash (as in `sentinel baseline --export`), "
+            "model, TP size and this host's GPU.",
+            labels=["unit", "sha256", "model", "tp_size", "gpu"],
         )
         baseline_pinned = GaugeMetricFamily(
             PREFIX + "baseline_pinned",
@@ -219,7 +231,7 @@ class SentinelCollector(Collector):
             under_way = view.starting.findings if view.starting is not None else ()
             stalled = any(f.check == "startup_stalled" for f in under_way)
             regression.add_metric(
-                [unit, "startup_stalled", _default_severity(policy, "startup_stalled")],
+                [unit, "startup_stalled", policy.severity("startup_stalled")],
                 1.0 if stalled else 0.0,
             )
             if view.starting is not None:
@@ -247,18 +259,27 @@ class SentinelCollector(Collector):
                 if check == "startup_stalled":
                     continue  # above, from the startup under way
                 f = firing.get(check)
-                severity = f.severity if f else _default_severity(policy, check)
-                regression.add_metric([unit, check, severity], 1.0 if f else 0.0)
+                # Series per tier, never relabelled: an escalation sets the critical series
+                # to 1 and leaves the warning one as it was, so its alert carries on.
+                reached = reached_tiers(check, f.severity) if f else ()
+                for tier in policy.tiers(check):
+                    regression.add_metric([unit, check, tier], 1.0 if tier in reached else 0.0)
             has_baseline.add_metric([unit], 1.0 if c.baseline is not None else 0.0)
             info.add_metric(
                 [
                     unit,
-                    _model_label(r),
+                    model_label(r),
                     _str(r.facts.get("tp_size")),
                     _str(r.facts.get("attention_backend")),
+                    gpu,
                 ],
                 {},
             )
+            if c.baseline is not None and c.baseline_kind == "pinned":
+                b = c.baseline
+                baseline_info.add_metric(
+                    [unit, self._sha256(b), model_label(b), tp_label(b), gpu], {}
+                )
             ready.add_metric([unit], 1.0 if r.outcome == "ready" else 0.0)
             started.add_metric([unit], r.started_at)
             if r.ready_at is not None:
@@ -269,6 +290,7 @@ class SentinelCollector(Collector):
         yield from (
             regression,
             info,
+            baseline_info,
             baseline_pinned,
             has_baseline,
             startups,
@@ -278,6 +300,15 @@ class SentinelCollector(Collector):
             ready_ts,
             in_progress_ts,
         )
+
+    def _sha256(self, baseline: StartupRecord) -> str:
+        # A baseline never changes once recorded ready; hash each one once.
+        sha = self._hashes.get(baseline.invocation_id)
+        if sha is None:
+            if len(self._hashes) > 1000:
+                self._hashes.clear()
+            sha = self._hashes[baseline.invocation_id] = record_sha256(baseline)
+        return sha
 
     def _self_metrics(self) -> Iterator[Metric]:
         s = self._stats
@@ -331,26 +362,31 @@ class SentinelCollector(Collector):
             "Alert batches that failed to reach Alertmanager.",
             value=s.alertmanager_push_failures,
         )
+        errors = CounterMetricFamily(
+            PREFIX + "processing_errors",
+            "Entries or startups whose handling raised; each was logged and skipped.",
+            labels=["stage"],
+        )
+        for stage in PROCESSING_STAGES:
+            errors.add_metric([stage], float(s.processing_errors.get(stage, 0)))
+        yield errors
+        yield CounterMetricFamily(
+            PREFIX + "state_commit_failures",
+            "Transactions that failed (database locked, disk full) and were retried.",
+            value=s.commit_failures,
+        )
+        yield CounterMetricFamily(
+            PREFIX + "journal_corrupt_reads",
+            "Journal reads that hit a corrupt file (EBADMSG) and skipped it.",
+            value=s.journal_corrupt_reads,
+        )
         build = InfoMetricFamily(PREFIX + "build", "sglang-sentinel build.", labels=["version"])
         build.add_metric([__version__], {})
         yield build
 
 
-def _default_severity(policy: Policy, check: str) -> str:
-    settings = policy.checks.get(check, {})
-    if "severity" in settings:
-        return str(settings["severity"])
-    return "warning"
-
-
-def _model_label(r: StartupRecord) -> str:
-    served = r.server_args.get("served_model_name") if r.server_args else None
-    if isinstance(served, str) and served:
-        return served[:100]
-    path = r.facts.get("model_path")
-    if isinstance(path, str) and path:
-        return path.rstrip("/").rsplit("/", 1)[-1][:100]
-    return ""
+# The stages an entry or a startup passes through; processing_errors has a series for each.
+PROCESSING_STAGES = ("rules", "tracker", "compare", "state", "metrics")
 
 
 def _str(value: FactValue) -> str:

@@ -86,6 +86,13 @@ class Stats:
     alertmanager_pushes: int = 0
     alertmanager_push_failures: int = 0
     journal_up: bool = True
+    # Entries or startups whose handling raised, by stage (rules, tracker, compare, state,
+    # metrics); each was logged once and skipped.
+    processing_errors: dict[str, int] = field(default_factory=dict)
+    # Transactions that failed (database locked, disk full, ...) and were retried.
+    commit_failures: int = 0
+    # Journal reads that hit a corrupt file (EBADMSG) and skipped it.
+    journal_corrupt_reads: int = 0
 
 
 @dataclass(frozen=True, slots=True)

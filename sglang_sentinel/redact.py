@@ -12,7 +12,14 @@ such as `api`/`access`/`private`, or when it ends in `token` and none of its wor
 or position (`per`, `first`, `num`, `max`, ...). That keeps `hf_token`, `*_api_key`,
 `*_password`, `*_secret`, `*_token` and `ssl_keyfile_password` secret while leaving
 `max_total_num_tokens`, `tokenizer_path`, `ssl_keyfile`, `bucket_time_to_first_token` and every
-other real ServerArgs field alone (tests check all fields of both fixture lines).
+other real ServerArgs field alone (tests check all fields of both fixture lines). A `*_key` whose
+qualifier is not a known plain one (`x_key`) and a name one typo from a secret word (`api_kee`)
+are secret too.
+
+Values are also recognised by shape alone (`scrub_shapes`): provider tokens (GitHub, Slack, AWS,
+JWT, Google, Hugging Face), webhook paths, and generic random keys (20+ letters and digits with
+two of each class), wherever they appear. Hex digests, UUIDs, numbers and model names never
+have that shape (tests/test_secrets_property.py checks both directions).
 """
 
 from __future__ import annotations
@@ -39,8 +46,62 @@ _SECRET_WORDS = frozenset(
         "privatekey",
         "authorization",
         "cookie",
+        # URL signatures: Azure SAS `sig=`, S3/GCS presigned `X-Amz-Signature=`.
+        "sig",
+        "signature",
     }
 )
+# `*_key` is a secret unless the word before it says what kind of non-secret key it is
+# (`cache_key`, `sort_key`, `num_unique_running_routing_keys`); an unknown qualifier
+# (`x_key`, `storage_key`) is treated as a secret.
+_PLAIN_KEY_QUALIFIERS = frozenset(
+    {
+        "cache",
+        "sort",
+        "routing",
+        "partition",
+        "primary",
+        "foreign",
+        "lookup",
+        "group",
+        "hash",
+        "shard",
+        "index",
+        "map",
+        "dict",
+        "row",
+        "column",
+        "metric",
+        "label",
+        "attribute",
+        "attr",
+        "match",
+        "join",
+        "unique",
+        "public",
+        "kv",
+        "query",
+        "rope",
+        "lora",
+        "prefix",
+        "radix",
+        "order",
+        "bucket",
+        "batch",
+        "layer",
+        "expert",
+        "request",
+        "field",
+        "name",
+        "config",
+        "json",
+        "dedup",
+        "hotkey",
+    }
+)
+# Words one typo away from these are treated as them (`--api-kee`, `passwrd`): a mistyped flag
+# still carries the secret that was meant for it.
+_FUZZY_SECRET_WORDS = ("password", "passwd", "secret", "token", "apikey", "credential")
 # `key` alone says nothing (`cache_key`, `sort_key`); with one of these before it, it is a secret.
 _KEY_QUALIFIERS = frozenset(
     {
@@ -96,7 +157,8 @@ _AUTH_SCHEMES = frozenset({"bearer", "basic", "token"})
 _MAX_DEPTH = 64
 
 # Every secret name contains one of these; a name without any is not split into words.
-_SECRET_HINT = re.compile(r"(?i)key|token|pass|secret|cred|auth|cookie")
+# (loose on purpose: a typo such as `api_kee` or `secrte` must reach the word check).
+_SECRET_HINT = re.compile(r"(?i)k[ey]|tok|to?k|pas|sec|cre|aut|cook|sig")
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _WORD_SEPARATORS = re.compile(r"[^a-z0-9]+")
 # Every pattern below starts with a look-behind so that a long run of word characters is scanned
@@ -108,15 +170,45 @@ _NAME_VALUE = re.compile(
     r"""(?<![\w-])(?P<name>[A-Za-z_][\w-]*+)(?P<sep>["']?[ \t]*[:=][ \t]*)"""
     r"""(?:'(?P<sq>[^'\n]*+)'|"(?P<dq>[^"\n]*+)"|(?P<bare>[^\s,;&?='"()\[\]{}<>]++))"""
 )
+_NAME_SEP = re.compile(r"""(?<![\w-])(?P<name>[A-Za-z_][\w-]*+)["']?[ \t]*[:=][ \t]*""")
+_VALUE_AT = re.compile(r"""'(?P<sq>[^'\n]*+)'|"(?P<dq>[^"\n]*+)"|(?P<bare>[^\s,;&?'"()\[\]{}]++)""")
 _SECRET_NAME_IN_TEXT = re.compile(r"""(?<![\w-])(?P<name>[A-Za-z_][\w-]*+)["']?\s*[:=]""")
 _FLAG_VALUE = re.compile(
     r"""(?<![\w-])(?P<flag>--(?P<name>[A-Za-z][\w-]*+))(?P<sep>=|[ \t]+)"""
     r"""(?P<value>'[^'\n]*+'|"[^"\n]*+"|(?!-)[^\s'"]++)"""
 )
 _BEARER = re.compile(r"(?i)(?<![\w-])(?P<scheme>bearer)[ \t]+(?P<value>[\w.~+/=-]++)")
+# `token X` / `Basic X` / `key X` in prose: only a dot-free value with letters and digits is
+# taken for a credential ("the token is invalid", "missing key model.layers.10.mlp" keep theirs).
+_SCHEME_VALUE = re.compile(
+    r"(?i)(?<![\w-])(?P<scheme>token|basic|key|password|secret)[ \t]+"
+    r"(?P<value>(?=[\w~+/=-]*[0-9])(?=[\w~+/=-]*[A-Za-z])[\w~+/=-]{8,}+)(?![\w.~+/=-])"
+)
 _PROVIDER_TOKEN = re.compile(r"(?<![\w-])(?:sk-[A-Za-z0-9_-]{8,}+|hf_[A-Za-z0-9]{30,}+)")
-# Cheap pre-check: text without any of these cannot contain anything scrub_text replaces.
-_SCRUB_HINT = re.compile(r"(?i)key|token|pass|secret|cred|auth|bearer|cookie|sk-|hf_|://")
+# Token shapes that are secrets wherever they appear, inside a path or a sentence included:
+# GitHub (classic and fine-grained), Slack tokens, AWS access key ids, JWTs, Google API keys.
+_KNOWN_TOKEN = re.compile(
+    r"(?<![A-Za-z0-9])(?:"
+    r"gh[pousr]_[A-Za-z0-9]{30,}+"
+    r"|github_pat_[A-Za-z0-9_]{22,}+"
+    r"|xox[abposre]-[A-Za-z0-9-]{10,}+"
+    r"|(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}(?![0-9A-Z])"
+    r"|eyJ[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]*+"
+    r"|AIza[0-9A-Za-z_-]{35}"
+    r"|hf_[A-Za-z0-9]{30,}+"
+    r")"
+)
+# Slack/Discord webhook URLs: the path is the credential.
+_WEBHOOK_PATH = re.compile(
+    r"(?i)(?P<head>hooks\.slack\.com/(?:services|workflows|triggers)/|"
+    r"discord(?:app)?\.com/api/webhooks/)(?P<path>[\w/-]+)"
+)
+# A generic high-entropy token, by shape: a run of 20+ letters and digits with at least two
+# upper-case letters, two lower-case letters and two digits. Hex digests (invocation ids, config
+# hashes), UUIDs, numbers, and model names (short segments between `-`, `.`, `/`) never qualify.
+_ALNUM_RUN = re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9]{20,}+(?![A-Za-z0-9])")
+# Cheap pre-check: text without any of these cannot contain a name-based secret.
+_SCRUB_HINT = re.compile(r"(?i)k[ey]|tok|pas|sec|cre|aut|bearer|cook|sig|sk-|hf_|://")
 _ENV_ASSIGNMENT = re.compile(r"(?P<name>[A-Za-z_]\w*+)=")
 
 
@@ -140,10 +232,37 @@ def is_secret_key(name: str) -> bool:
         return True
     last = words[-1]
     if last in ("key", "keys"):
-        return len(words) == 1 or words[-2] in _KEY_QUALIFIERS
+        return len(words) == 1 or words[-2] not in _PLAIN_KEY_QUALIFIERS
     if last == "token":
         return not any(word in _TOKEN_COUNT_WORDS for word in words)
-    return False
+    return _is_typo_of_secret(words)
+
+
+def _is_typo_of_secret(words: list[str]) -> bool:
+    """`api_kee`, `admin_api_ky`, `passwrd`, `secrte`: one edit from a secret word."""
+    last = words[-1]
+    if last == "tokens":
+        return False  # a count (`chunked_prefill_tokens`), not a typo of `token`
+    if len(words) >= 2 and words[-2] in _KEY_QUALIFIERS and _one_edit(last, "key"):
+        return True
+    return len(last) >= 5 and any(_one_edit(last, word) for word in _FUZZY_SECRET_WORDS)
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """True when `a` and `b` differ by exactly one insertion, deletion, substitution or swap."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        if len(diff) == 1:
+            return True
+        i = diff[0]
+        return len(diff) == 2 and diff[1] == i + 1 and a[i] == b[i + 1] and a[i + 1] == b[i]
+    short, long_ = (a, b) if len(a) < len(b) else (b, a)
+    i = 0
+    while i < len(short) and short[i] == long_[i]:
+        i += 1
+    return short[i:] == long_[i + 1 :]
 
 
 def redact_value(key: str, value: Any) -> Any:
@@ -188,6 +307,30 @@ def _clean(value: Any, depth: int) -> Any:
     return value
 
 
+def _token_like(run: str) -> bool:
+    upper = lower = digit = 0
+    for ch in run:
+        if ch.isdigit():
+            digit += 1
+        elif ch.isupper():
+            upper += 1
+        else:
+            lower += 1
+    return upper >= 2 and lower >= 2 and digit >= 2
+
+
+def _replace_run(match: re.Match[str]) -> str:
+    return REDACTED if _token_like(match.group(0)) else match.group(0)
+
+
+def scrub_shapes(text: str) -> str:
+    """Redact secrets recognised by their shape alone, wherever they are in `text`."""
+    if "hooks." in text or "webhooks/" in text:
+        text = _WEBHOOK_PATH.sub(lambda m: f"{m.group('head')}{REDACTED}", text)
+    text = _KNOWN_TOKEN.sub(REDACTED, text)
+    return _ALNUM_RUN.sub(_replace_run, text)
+
+
 def _redact_string(text: str) -> str:
     stripped = text.strip()
     if _PROVIDER_TOKEN.fullmatch(stripped):
@@ -210,7 +353,8 @@ def _redact_string(text: str) -> str:
         if redacted == tree:
             return text  # keep the original spelling when nothing was secret
         return json.dumps(redacted, ensure_ascii=False)
-    return _NAME_VALUE.sub(_replace_name_value, _scrub_urls(text))
+    # Inside a value, `sk-...` counts only as the whole value (`/models/sk-llama-8b` survives).
+    return _scrub(text, provider_anywhere=False)
 
 
 def _names_secret(text: str) -> bool:
@@ -295,7 +439,7 @@ def _redact_bare_token(token: str) -> str:
     assignment = _ENV_ASSIGNMENT.match(token)
     if assignment and is_secret_key(assignment.group("name")):
         return f"{assignment.group(0)}{REDACTED}"
-    return _scrub_urls(token)
+    return scrub_shapes(_scrub_urls(token))
 
 
 def launch_flags(argv: Sequence[str]) -> tuple[str, ...]:
@@ -313,10 +457,56 @@ def launch_flags(argv: Sequence[str]) -> tuple[str, ...]:
 
 def scrub_text(text: str) -> str:
     """Redact secrets in free text (failure reasons, log messages); the last line of defence."""
+    return _scrub(text, provider_anywhere=True)
+
+
+def _scrub(text: str, *, provider_anywhere: bool) -> str:
+    text = scrub_shapes(text)
     if not _SCRUB_HINT.search(text):
         return text
     text = _scrub_urls(text)
     text = _FLAG_VALUE.sub(_replace_flag_value, text)
-    text = _NAME_VALUE.sub(_replace_name_value, text)
+    text = _scrub_pairs(text)
     text = _BEARER.sub(lambda m: f"{m.group('scheme')} {REDACTED}", text)
-    return _PROVIDER_TOKEN.sub(REDACTED, text)
+    text = _SCHEME_VALUE.sub(_replace_scheme_value, text)
+    if provider_anywhere:
+        text = _PROVIDER_TOKEN.sub(REDACTED, text)
+    return text
+
+
+def _replace_scheme_value(match: re.Match[str]) -> str:
+    if match.group("value") == REDACTED.strip("<>"):
+        return match.group(0)
+    return f"{match.group('scheme')} {REDACTED}"
+
+
+def _scrub_pairs(text: str) -> str:
+    """`name=value` / `name: value` / `"name": "value"` with a secret name -> value redacted.
+
+    Names are found on their own (a non-secret pair's value never hides the name after it:
+    `exception: api-key=X`), then the value after each secret name is replaced.
+    """
+    out: list[str] = []
+    pos = 0
+    for found in _NAME_SEP.finditer(text):
+        if found.start() < pos or not is_secret_key(found.group("name")):
+            continue
+        value = _VALUE_AT.match(text, found.end())
+        if value is None:
+            continue
+        if value.group("bare") is not None:
+            bare = value.group("bare").lower()
+            if bare in _UNSET_TEXT or bare in _AUTH_SCHEMES or value.group("bare") == REDACTED:
+                continue  # unset, or `Authorization: Bearer X` (the Bearer rule takes X)
+            replacement = REDACTED
+        elif value.group("sq") is not None:
+            replacement = f"'{REDACTED}'"
+        else:
+            replacement = f'"{REDACTED}"'
+        out.append(text[pos : value.start()])
+        out.append(replacement)
+        pos = value.end()
+    if not out:
+        return text
+    out.append(text[pos:])
+    return "".join(out)

@@ -413,10 +413,71 @@ def is_complete(text: str) -> bool:
     return result.complete or result.error is not None
 
 
+# The characters that can change a repr's balance, outside a string and inside each kind.
+_BALANCE_OUTSIDE: Final = re.compile(r"""[()\[\]{}<>'"]""")
+_BALANCE_INSIDE: Final[Mapping[str, re.Pattern[str]]] = MappingProxyType(
+    {"'": re.compile(r"[\\']"), '"': re.compile(r'[\\"]')}
+)
+
+
+class BalanceScanner:
+    """Bracket and quote balance of a repr fed in pieces: O(piece), so a line split by journald
+    into many continuation entries is scanned once in total instead of re-parsed per piece.
+
+    It only says when the repr *may* be complete (every bracket opened has closed, outside a
+    string); the parser has the last word. A string's escapes and a `<...>` repr's nesting are
+    followed the way `_Parser` follows them.
+    """
+
+    __slots__ = ("depth", "escape", "opened", "quote")
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.opened = False
+        self.quote = ""  # the quote of the string the text ends in, "" outside strings
+        self.escape = False  # the text ends in a backslash inside a string
+
+    def feed(self, text: str) -> None:
+        pos, end = 0, len(text)
+        if self.escape and end:
+            pos, self.escape = 1, False
+        while pos < end:
+            if self.quote:
+                m = _BALANCE_INSIDE[self.quote].search(text, pos)
+                if m is None:
+                    return
+                if m.group() == "\\":
+                    if m.end() == end:
+                        self.escape = True
+                        return
+                    pos = m.end() + 1
+                    continue
+                self.quote = ""
+                pos = m.end()
+                continue
+            m = _BALANCE_OUTSIDE.search(text, pos)
+            if m is None:
+                return
+            ch = m.group()
+            pos = m.end()
+            if ch in "'\"":
+                self.quote = ch
+            elif ch in "([{<":
+                self.depth += 1
+                self.opened = True
+            else:
+                self.depth -= 1
+
+    @property
+    def maybe_complete(self) -> bool:
+        return self.opened and not self.quote and self.depth <= 0
+
+
 __all__ = [
     "MAX_DEPTH",
     "NOISE_FIELDS",
     "RENAMES",
+    "BalanceScanner",
     "FieldChange",
     "Rename",
     "ServerArgsResult",

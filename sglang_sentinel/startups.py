@@ -32,10 +32,12 @@ from .model import (
 )
 from .redact import launch_flags, redact_cmdline, scrub_text
 from .rules import BatchMatch, RuleSet
-from .serverargs import is_complete, normalized_settings, parse_server_args
+from .serverargs import BalanceScanner, normalized_settings, parse_server_args
 from .text import clean_message
 
 Matcher = Callable[[str], list[RuleMatch]]
+# Told about an exception while handling one entry: the stage ("rules" or "tracker") and the error.
+ErrorSink = Callable[[str, Exception], None]
 # RuleSet.match_raw: raw MESSAGE bytes -> a BatchMatch for a batch line (its facts are
 # `rule.facts_of_raw(raw)`, converted only when needed); else match(clean_message(raw)).
 RawMatcher = Callable[[bytes], "list[RuleMatch] | BatchMatch"]
@@ -56,6 +58,8 @@ _RESULT_RE = re.compile(r"Failed with result '([^']+)'")
 _SGLANG_PREFIX = re.compile(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")
 # A split server_args line never needs more than a few continuation entries (48K each).
 _MAX_SERVER_ARGS_CHARS = 1 << 20
+# Wall and monotonic clocks may disagree this much (seconds) before it counts as a clock step.
+CLOCK_STEP_TOLERANCE_S = 2.0
 
 
 @dataclass(slots=True)
@@ -73,10 +77,22 @@ class _Builder:
     primary: set[str] = field(default_factory=set)
     rule_hits: dict[str, int] = field(default_factory=dict)
     server_args: dict[str, Any] = field(default_factory=dict)
+    # The text of a server_args line journald split into several entries, while continuations
+    # may follow: pieces joined and parsed once the repr balances (see _extend_server_args).
     server_args_pending: str | None = None
+    pending_pieces: list[str] = field(default_factory=list)
+    pending_chars: int = 0
+    pending_scan: BalanceScanner = field(default_factory=BalanceScanner)
+    pending_parsed_at: int = 0
     flags: tuple[str, ...] = ()
     runtime: dict[str, FactValue] = field(default_factory=dict)
     has_server_args_line: bool = False
+    # The journal's monotonic time (µs, boot id hex) of the start and of ready: a duration
+    # within one boot that a stepped wall clock cannot bend.
+    start_mono: tuple[int, str] | None = None
+    ready_mono: tuple[int, str] | None = None
+    # Evidence that the wall clock was wrong around this startup (`clock_skew: ...` notes).
+    clock_notes: list[str] = field(default_factory=list)
     # Batch lines not converted yet: BatchMatch -> its newest raw line, oldest first. Lines of
     # one BatchMatch set the same facts, so only the newest can still show in `runtime` (for a
     # fact, the last line that set it; any later line sets other facts) and the others are
@@ -118,6 +134,9 @@ class _Builder:
             "flags": list(self.flags),
             "runtime": self.runtime,
             "has_server_args_line": self.has_server_args_line,
+            "start_mono": self.start_mono,
+            "ready_mono": self.ready_mono,
+            "clock_notes": self.clock_notes,
         }
         return json.dumps(data, sort_keys=True)
 
@@ -140,6 +159,9 @@ class _Builder:
             flags=tuple(d["flags"]),
             runtime=dict(d["runtime"]),
             has_server_args_line=d["has_server_args_line"],
+            start_mono=_mono_of(d.get("start_mono")),
+            ready_mono=_mono_of(d.get("ready_mono")),
+            clock_notes=list(d.get("clock_notes", ())),
         )
 
     def snapshot(self) -> StartupRecord:
@@ -152,8 +174,27 @@ class _Builder:
                 value = settings[name]
                 if isinstance(value, int | float | bool | str):
                     facts[name] = value
+        clock_notes = list(self.clock_notes)
         if self.ready_at is not None:
-            facts["startup_seconds"] = round(self.ready_at - self.started_at, 3)
+            wall = self.ready_at - self.started_at
+            start, ready = self.start_mono, self.ready_mono
+            if start is not None and ready is not None and start[1] == ready[1]:
+                mono = (ready[0] - start[0]) / 1e6
+                facts["startup_seconds"] = round(mono, 3)
+                if abs(wall - mono) > CLOCK_STEP_TOLERANCE_S:
+                    clock_notes.append(
+                        f"clock_skew: the wall clock moved {wall - mono:+.0f} s during this "
+                        f"startup (ready {wall:.0f} s after the start by the wall clock, "
+                        f"{mono:.0f} s by the journal's monotonic clock); startup_seconds is "
+                        "the monotonic time"
+                    )
+            elif wall >= 0:
+                facts["startup_seconds"] = round(wall, 3)
+            else:
+                clock_notes.append(
+                    f"clock_skew: ready {-wall:.0f} s before the start by the wall clock and "
+                    "no monotonic time to measure with; startup_seconds recorded as null"
+                )
         facts, notes = sane_facts(facts)
         runtime, runtime_notes = sane_facts(self.runtime)
         return StartupRecord(
@@ -169,16 +210,27 @@ class _Builder:
             ended_at=self.ended_at,
             rule_hits=dict(self.rule_hits),
             runtime=runtime,
-            notes=tuple(notes + runtime_notes),
+            notes=tuple(notes + runtime_notes + clock_notes),
         )
 
 
 class StartupTracker:
     """Feeds entries through the rules and keeps the current startup of every unit."""
 
-    def __init__(self, match: Matcher, match_raw: RawMatcher | None = None) -> None:
+    def __init__(
+        self,
+        match: Matcher,
+        match_raw: RawMatcher | None = None,
+        on_error: ErrorSink | None = None,
+    ) -> None:
         self._match = match
         self.match_raw: RawMatcher = match_raw or (lambda raw: match(clean_message(raw)))
+        # An exception while handling one entry goes here and the entry is skipped; without a
+        # sink it propagates (tests that want to see it).
+        self.on_error = on_error
+        # The journal's monotonic time of the entry being fed, (µs, boot id hex), when the
+        # source can tell (JournalSource.monotonic); durations then ignore wall-clock steps.
+        self.monotonic: Callable[[], tuple[int, str] | None] | None = None
         self._builders: dict[str, _Builder] = {}  # invocation id -> builder
         self._current: dict[str, str] = {}  # unit -> invocation id of its newest startup
         self._dirty: set[str] = set()
@@ -190,24 +242,55 @@ class StartupTracker:
 
     def restore(self, builder_states: Iterable[str]) -> None:
         """Resume the open startups saved by `dirty_states()` before a restart."""
-        for text in builder_states:
+        for text in builder_states:  # in journal order: a unit's last one is its current one
             b = _Builder.from_json(text)
             self._builders[b.invocation_id] = b
-            current = self._current.get(b.unit)
-            if current is None or self._builders[current].started_at <= b.started_at:
-                self._current[b.unit] = b.invocation_id
+            self._current[b.unit] = b.invocation_id
 
     def take_dirty(self) -> list[tuple[StartupRecord, str]]:
         """Records changed since the last call, with their resumable state; oldest first."""
-        out = [(self._builders[i].snapshot(), self._builders[i].to_json()) for i in self._dirty]
+        out = [self.saved_form(i) for i in self.dirty()]
+        self.mark_clean()
+        return out
+
+    def dirty(self) -> list[str]:
+        """Invocations changed since the last `mark_clean()`, oldest first; they stay dirty, so
+        a failed commit can offer them again."""
+        # The builders' insertion order is the journal's order (restored ones first): the
+        # store numbers new startups in the order they are saved, never by the wall clock.
+        dirty = self._dirty
+        return [i for i in self._builders if i in dirty]
+
+    def saved_form(self, invocation_id: str) -> tuple[StartupRecord, str]:
+        """One startup's record and its resumable state (JSON)."""
+        b = self._builders[invocation_id]
+        return b.snapshot(), b.to_json()
+
+    def mark_clean(self) -> None:
+        """The records `dirty()` returned are stored: forget them and the finished startups."""
         self._dirty.clear()
         self._last_service = None
         # Only the newest startup of each unit can still change; forget the others.
         keep = set(self._current.values())
         for inv in [i for i in self._builders if i not in keep]:
             del self._builders[inv]
-        out.sort(key=lambda pair: (pair[0].started_at, pair[0].invocation_id))
-        return out
+
+    @property
+    def dirty_count(self) -> int:
+        return len(self._dirty)
+
+    @property
+    def split_pending(self) -> bool:
+        """A server_args line split by journald waits for its continuation entries."""
+        return any(b.server_args_pending is not None for b in self._builders.values())
+
+    def end_splits(self) -> None:
+        """Take every pending split server_args line as it is (no continuation will come)."""
+        for b in self._builders.values():
+            if b.server_args_pending is not None:
+                _end_server_args(b)
+                self._dirty.add(b.invocation_id)
+        self._last_service = None
 
     def current(self, unit: str) -> StartupRecord | None:
         inv = self._current.get(unit)
@@ -216,8 +299,8 @@ class StartupTracker:
     # -- feeding ------------------------------------------------------------------------------
 
     def feed(self, entry: JournalEntry) -> None:
+        self._last_service = None  # until this entry's builder is known
         if entry.from_pid1 or (entry.message_id is not None and entry.invocation_id is None):
-            self._last_service = None
             self._feed_manager_line(entry)
         else:
             self._feed_service_line(entry)
@@ -236,7 +319,10 @@ class StartupTracker:
             entry = JournalEntry(b.unit, message, realtime_us(), invocation_id=b.invocation_id)
             self._feed_service_line(entry)
             return
-        matches = self.match_raw(raw)
+        try:
+            matches = self.match_raw(raw)
+        except Exception as exc:
+            raise _StageFault("rules") from exc
         if isinstance(matches, BatchMatch):
             # A batch line: what _apply does with runtime facts, without the rank and the time,
             # and parsed only if it is still the newest line of its kind when read.
@@ -283,44 +369,61 @@ class StartupTracker:
         run_lines = 0
         for item in items:
             n += 1
-            matches: Sequence[RuleMatch] = ()  # the exact-path matches of a raw line
-            if b is not None and isinstance(item, bytes):
-                verdict = memo_get(item.translate(mask), _MISS) if memo_get is not None else _MISS
-                if verdict is None:
-                    continue  # no rule matches a line of this shape
-                if verdict.__class__ is not BatchMatch:
-                    verdict = match_raw(item)
-                if isinstance(verdict, BatchMatch):  # the feed_same_invocation batch-line case
-                    if verdict is not run:
-                        if run is not None:
-                            _add_hits(run.rule.id, run_lines, hits, tracker_hits)
-                        run, run_lines = verdict, 0
-                        deferred.pop(verdict, None)  # re-insert: the order is that of the lines
-                        dirty.add(inv)
-                    deferred[verdict] = item
-                    run_lines += 1
-                    continue
-                if not verdict:
-                    continue
-                matches = verdict
-            # Anything else goes the ordinary way, with the counts of the run in place first.
-            if run is not None:
-                _add_hits(run.rule.id, run_lines, hits, tracker_hits)
-                run = None
-            if matches and b is not None:
-                ts = realtime_us() / 1e6
-                for m in matches:
-                    self._apply(b, m, ts)
-                dirty.add(inv)
-            elif isinstance(item, bytes):
-                self.feed_same_invocation(item, realtime_us)
-            else:
-                self.feed(item)
-            b = self._last_service
-            if b is not None and b.server_args_pending is not None:
-                b = None  # a continuation may follow: feed_same_invocation handles it
-            if b is not None:
-                deferred, hits, inv = b.deferred, b.rule_hits, b.invocation_id
+            try:
+                matches: Sequence[RuleMatch] = ()  # the exact-path matches of a raw line
+                if b is not None and isinstance(item, bytes):
+                    verdict = (
+                        memo_get(item.translate(mask), _MISS) if memo_get is not None else _MISS
+                    )
+                    if verdict is None:
+                        continue  # no rule matches a line of this shape
+                    if verdict.__class__ is not BatchMatch:
+                        try:
+                            verdict = match_raw(item)
+                        except Exception as exc:
+                            raise _StageFault("rules") from exc
+                    if isinstance(verdict, BatchMatch):  # the feed_same_invocation batch-line case
+                        if verdict is not run:
+                            if run is not None:
+                                _add_hits(run.rule.id, run_lines, hits, tracker_hits)
+                            run, run_lines = verdict, 0
+                            deferred.pop(verdict, None)  # re-insert: the order is that of the lines
+                            dirty.add(inv)
+                        deferred[verdict] = item
+                        run_lines += 1
+                        continue
+                    if not verdict:
+                        continue
+                    matches = verdict
+                # Anything else goes the ordinary way, with the counts of the run in place first.
+                if run is not None:
+                    _add_hits(run.rule.id, run_lines, hits, tracker_hits)
+                    run = None
+                if matches and b is not None:
+                    ts = realtime_us() / 1e6
+                    for m in matches:
+                        self._apply(b, m, ts)
+                    dirty.add(inv)
+                elif isinstance(item, bytes):
+                    if self._last_service is None:
+                        continue  # a line of an entry whose handling failed: it went with it
+                    self.feed_same_invocation(item, realtime_us)
+                else:
+                    self.feed(item)
+                b = self._last_service
+                if b is not None and b.server_args_pending is not None:
+                    b = None  # a continuation may follow: feed_same_invocation handles it
+                if b is not None:
+                    deferred, hits, inv = b.deferred, b.rule_hits, b.invocation_id
+            except Exception as exc:  # one entry's fault never stops the pipeline
+                if self.on_error is None:
+                    raise
+                self.on_error(_stage_of(exc), _cause(exc))
+                # Start over from what the tracker knows; the run's counts so far stand.
+                if run is not None:
+                    _add_hits(run.rule.id, run_lines, hits, tracker_hits)
+                    run = None
+                b = None
         if run is not None:
             _add_hits(run.rule.id, run_lines, hits, tracker_hits)
         return n
@@ -375,15 +478,22 @@ class StartupTracker:
         ts = entry.realtime_us / 1e6
         b = self._service_builder(entry, ts)
         self._last_service = b
-        if b.server_args_pending is not None and not _SGLANG_PREFIX.match(entry.message):
-            # journald split an over-long server_args line; this entry is its continuation.
-            self._extend_server_args(b, entry.message)
+        if b.server_args_pending is not None:
+            if not _SGLANG_PREFIX.match(entry.message):
+                # journald split an over-long server_args line; this entry is its continuation.
+                self._extend_server_args(b, entry.message)
+                self._dirty.add(b.invocation_id)
+                return
+            # A new SGLang line: the split line (never balanced) is over.
+            _end_server_args(b)
             self._dirty.add(b.invocation_id)
-            return
         if entry.cmdline is not None and not b.flags:
             b.flags = launch_flags(redact_cmdline(entry.cmdline))
             self._dirty.add(b.invocation_id)
-        matches = self._match(entry.message)
+        try:
+            matches = self._match(entry.message)
+        except Exception as exc:
+            raise _StageFault("rules") from exc
         if not matches:
             return
         for m in matches:
@@ -405,15 +515,26 @@ class StartupTracker:
     def _builder(self, unit: str, inv: str, ts: float) -> _Builder:
         b = self._builders.get(inv)
         if b is None:
-            b = _Builder(unit=unit, invocation_id=inv, started_at=ts)
+            b = _Builder(unit=unit, invocation_id=inv, started_at=ts, start_mono=self._mono())
             self._builders[inv] = b
             previous = self._builders.get(self._current.get(unit, ""))
+            if previous is not None and ts < previous.started_at - CLOCK_STEP_TOLERANCE_S:
+                # Later in the journal but earlier by the clock: one of the two clocks was wrong.
+                # Order stays the journal's; the evidence goes with the newer startup.
+                b.clock_notes.append(
+                    f"clock_skew: started {previous.started_at - ts:.0f} s before the previous "
+                    f"startup {previous.invocation_id[:8]} by the wall clock, though after it in "
+                    "the journal; ordered by the journal"
+                )
             if previous is not None and previous.ended_at is None:
                 previous.ended_at = ts
                 self._dirty.add(previous.invocation_id)
             self._current[unit] = inv
             self._dirty.add(inv)
         return b
+
+    def _mono(self) -> tuple[int, str] | None:
+        return self.monotonic() if self.monotonic is not None else None
 
     @staticmethod
     def _synthetic_id(unit: str, realtime_us: int) -> str:
@@ -431,10 +552,13 @@ class StartupTracker:
             if name == "server_args_repr":
                 b.has_server_args_line = True
                 b.server_args_pending = ""
+                b.pending_pieces, b.pending_chars, b.pending_parsed_at = [], 0, 0
+                b.pending_scan = BalanceScanner()
                 self._extend_server_args(b, str(value))
             elif name == "ready":
                 if value and b.ready_at is None:
                     b.ready_at = ts
+                    b.ready_mono = self._mono()
             elif name == "failure_reason":
                 # After ready, a crash is the end of a served startup, not a failed startup.
                 if b.ready_at is None and b.failure_reason is None:
@@ -445,7 +569,7 @@ class StartupTracker:
             elif isinstance(value, tuple):
                 have = b.facts.get(name)
                 merged = list(have) if isinstance(have, tuple) else []
-                merged.extend(v for v in value if v not in merged)
+                merged.extend(c for c in map(scrub_text, value) if c not in merged)
                 b.facts[name] = tuple(merged)
             else:
                 if name not in b.facts or (primary and name not in b.primary):
@@ -454,15 +578,71 @@ class StartupTracker:
                         b.primary.add(name)
 
     def _extend_server_args(self, b: _Builder, text: str) -> None:
-        pending = (b.server_args_pending or "") + text
-        if len(pending) > _MAX_SERVER_ARGS_CHARS:
-            pending = pending[:_MAX_SERVER_ARGS_CHARS]
-        complete = is_complete(pending)
+        """Add one piece of a (possibly split) server_args line; linear in the line's length.
+
+        The pieces are only scanned for balance; the text is parsed when the scanner says the
+        repr may be complete, or when it has doubled since the last parse (a bound on the work
+        should the scanner and the parser disagree). The raw text is held in memory only and
+        never persisted (it may hold secrets before redaction); the pipeline keeps its cursor
+        before the line's first entry while it is pending.
+        """
+        room = _MAX_SERVER_ARGS_CHARS - b.pending_chars
+        if room <= 0:
+            return  # over the cap: the rest of the line is dropped, as a scan drops it
+        piece = text[:room]
+        b.pending_pieces.append(piece)
+        b.pending_chars += len(piece)
+        b.pending_scan.feed(piece)
+        b.server_args_pending = ""  # pending; the text lives in pending_pieces
+        if not b.pending_scan.maybe_complete and b.pending_chars < 2 * max(
+            b.pending_parsed_at, 1 << 16
+        ):
+            return
+        pending = "".join(b.pending_pieces)
+        b.pending_pieces = [pending]
+        b.pending_parsed_at = b.pending_chars
         result = parse_server_args(pending, partial_ok=True)
-        b.server_args = dict(result.args)
-        # Keep waiting for a continuation only while the repr is unbalanced; the raw text is
-        # held in memory only and never persisted (it may hold secrets before redaction).
-        b.server_args_pending = None if complete else pending
+        if result.complete or result.error is not None:
+            b.server_args = dict(result.args)
+            _clear_pending(b)
+
+
+def _end_server_args(b: _Builder) -> None:
+    """Parse a pending split line as far as it goes and stop waiting for more of it."""
+    result = parse_server_args("".join(b.pending_pieces), partial_ok=True)
+    b.server_args = dict(result.args)
+    _clear_pending(b)
+
+
+def _clear_pending(b: _Builder) -> None:
+    b.server_args_pending = None
+    b.pending_pieces = []
+    b.pending_chars = 0
+    b.pending_parsed_at = 0
+
+
+def _mono_of(value: Any) -> tuple[int, str] | None:
+    if isinstance(value, list | tuple) and len(value) == 2:
+        return int(value[0]), str(value[1])
+    return None
+
+
+class _StageFault(Exception):
+    """An exception raised by another stage (the rules) while the tracker handled an entry."""
+
+    def __init__(self, stage: str) -> None:
+        super().__init__(stage)
+        self.stage = stage
+
+
+def _stage_of(exc: Exception) -> str:
+    return exc.stage if isinstance(exc, _StageFault) else "tracker"
+
+
+def _cause(exc: Exception) -> Exception:
+    if isinstance(exc, _StageFault) and isinstance(exc.__cause__, Exception):
+        return exc.__cause__
+    return exc
 
 
 def _add_hits(rule_id: str, lines: int, *counts: dict[str, int]) -> None:

@@ -65,10 +65,23 @@ def resolve_state_dir(arg: str | Path | None, environ: Mapping[str, str] = os.en
     return DEFAULT_STATE_DIR
 
 
+class _Savepoint:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+        self.done = False
+
+    def rollback(self) -> None:
+        self._db.execute("ROLLBACK TO one_record")
+        self._db.execute("RELEASE one_record")
+        self.done = True
+
+
 class StateStore:
     """One SQLite database in the state directory."""
 
-    def __init__(self, state_dir: Path, *, readonly: bool = False) -> None:
+    def __init__(
+        self, state_dir: Path, *, readonly: bool = False, busy_timeout: float = 10.0
+    ) -> None:
         self.path = state_dir / DB_NAME
         try:
             if not readonly:
@@ -79,18 +92,23 @@ class StateStore:
                 )
             # check_same_thread=False: scrape threads share it under the collector's lock.
             self._db = sqlite3.connect(
-                self.path, timeout=10, isolation_level=None, check_same_thread=False
+                self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
             )
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             if not readonly:
                 self._migrate()
+            self._check_readable()
+            st = os.stat(self.path)
+            self._identity = (st.st_dev, st.st_ino)
         except PermissionError as exc:
             raise StateError(
                 f"state directory {state_dir} is not writable ({exc.strerror}); "
                 "pass --state-dir or set SENTINEL_STATE_DIR"
             ) from exc
+        except sqlite3.DatabaseError as exc:
+            raise StateError(broken_database(self.path, exc)) from exc
         except sqlite3.Error as exc:
             raise StateError(f"cannot use state database {self.path}: {exc}") from exc
         except OSError as exc:
@@ -100,6 +118,39 @@ class StateStore:
 
     def close(self) -> None:
         self._db.close()
+
+    def _check_readable(self) -> None:
+        """A database that is empty (zero length, never written) or fails SQLite's quick check
+        is refused up front with a recovery hint, not at the first query with a traceback."""
+        row = self._db.execute(
+            "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='startups'"
+        ).fetchone()
+        if not row[0]:
+            raise StateError(
+                f"state database {self.path} is empty (zero length or never written); "
+                "run `sentinel scan` or `sentinel run` to create it, or move it aside"
+            )
+        verdict = self._db.execute("PRAGMA quick_check(1)").fetchone()
+        if verdict is None or verdict[0] != "ok":
+            detail = verdict[0] if verdict else "no answer"
+            raise sqlite3.DatabaseError(f"quick_check: {detail}")
+
+    def check_file(self) -> None:
+        """Raise StateError when the database file was deleted or replaced under us: writes
+        would go to an unlinked file that nothing else can see and that is lost on stop."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            raise StateError(
+                f"state database {self.path} was deleted while the sentinel ran; stopping so "
+                "that a restart re-creates it (startups are read again from the journal; pin "
+                "baselines again)"
+            ) from None
+        if (st.st_dev, st.st_ino) != self._identity:
+            raise StateError(
+                f"state database {self.path} was replaced while the sentinel ran; stopping so "
+                "that a restart opens the new file"
+            )
 
     def _migrate(self) -> None:
         with self.transaction():
@@ -122,15 +173,36 @@ class StateStore:
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """BEGIN IMMEDIATE ... COMMIT; rolls back on any exception."""
+        """BEGIN IMMEDIATE ... COMMIT; rolls back on any exception, a failed COMMIT included.
+
+        SQLite may have rolled back already (SQLITE_FULL, SQLITE_IOERR): the ROLLBACK is then
+        skipped, and its own failure never hides the error that caused it.
+        """
         self._db.execute("BEGIN IMMEDIATE")
         try:
             yield
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        else:
             self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
+            raise
+
+    @contextmanager
+    def savepoint(self) -> Iterator[_Savepoint]:
+        """A nested part of a transaction that can be undone alone (`.rollback()`)."""
+        self._db.execute("SAVEPOINT one_record")
+        sp = _Savepoint(self._db)
+        try:
+            yield sp
+        except BaseException:
+            if not sp.done and self._db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK TO one_record")
+                    self._db.execute("RELEASE one_record")
+            raise
+        if not sp.done:
+            self._db.execute("RELEASE one_record")
 
     # -- writing (call inside transaction()) ----------------------------------------------------
 
@@ -260,6 +332,15 @@ class StateStore:
             raise UsageError(f"startup {ref!r} is ambiguous: {ids}")
         return hits[0]
 
+    def recent(self, unit: str, limit: int) -> list[StartupRecord]:
+        """The unit's last `limit` startups, oldest first (the status page's history)."""
+        rows = self._db.execute(
+            "SELECT record FROM startups WHERE unit=?"
+            " ORDER BY started_at DESC, invocation_id DESC LIMIT ?",
+            (unit, limit),
+        ).fetchall()
+        return [record_from_json(r[0]) for r in reversed(rows)]
+
     def latest(self, unit: str, *, decided: bool = False) -> StartupRecord | None:
         """The unit's newest startup; with decided=True the newest that is ready or failed."""
         where = " AND outcome IN ('ready', 'failed')" if decided else ""
@@ -310,6 +391,16 @@ class StateStore:
     def data_version(self) -> int:
         """Changes when another connection commits (lets the daemon see `baseline --pin`)."""
         return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+
+
+def broken_database(path: Path, exc: BaseException) -> str:
+    """The one-line message for a state database SQLite cannot read, with the way out."""
+    detail = " ".join(str(exc).split())[:200]  # one line, whatever SQLite said
+    return (
+        f"state database {path} is unreadable ({detail}); move it aside "
+        f"(mv {path} {path}.broken) and rebuild it with `sentinel scan` "
+        "(pinned baselines must be pinned again)"
+    )
 
 
 # -- JSON (de)serialisation of records ------------------------------------------------------------

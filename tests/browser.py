@@ -21,6 +21,7 @@ import pytest
 CHROMIUM = Path("/usr/bin/chromium")
 RUN_TIMEOUT_S = 60.0
 ARTIFACTS = Path(__file__).resolve().parent.parent / "build" / "artifacts"  # git-ignored
+WRITTEN: list[Path] = []  # artifacts written by this test run, named in the terminal summary
 
 
 def require_chromium() -> Path:
@@ -98,4 +99,5 @@ def screenshot(url: str, name: str, size: str = "1280,900") -> Path:
     if not out.is_file() or out.stat().st_size == 0:
         pytest.fail(f"chromium wrote no screenshot at {out}")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"{out} is not a PNG"
+    WRITTEN.append(out)
     return out

@@ -7,6 +7,7 @@ import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import browser
 import journaltools
 import pytest
 import structlog
@@ -67,3 +68,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="rewrite tests/golden/*/expected-* from the current output (review the diff)",
     )
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Name the CI artifacts this run wrote (the status page screenshot), even under -q."""
+    for path in browser.WRITTEN:
+        terminalreporter.write_line(f"artifact: {path}")

@@ -3,7 +3,9 @@
 - the seed fixture's `sglang-qwen.service`: a baseline startup, then a regressed one (critical);
 - an OK unit: four startups (ready, ready, failed, ready) with decode batch lines after ready;
 - a failed unit: one ready startup, then a failed one whose error line carries HTML and a URL
-  (log-derived strings are hostile; the page must show them as text and load nothing).
+  (log-derived strings are hostile; the page must show them as text and load nothing);
+- a stalled unit: one ready startup, then one that began months before the test runs and never
+  became ready or failed (startup_stalled, judged at the time the page or metrics are read).
 
 Unit names carry a per-run token so nothing here can be mistaken for a real service.
 """
@@ -28,10 +30,11 @@ class Scenario:
     seed_unit: str
     ok_unit: str
     failed_unit: str
+    stalled_unit: str
 
     @property
     def units(self) -> list[str]:
-        return [self.seed_unit, self.ok_unit, self.failed_unit]
+        return [self.seed_unit, self.ok_unit, self.failed_unit, self.stalled_unit]
 
 
 def _ready(
@@ -85,11 +88,21 @@ def _failed(unit: str, day: str, reason: str) -> journaltools.StartupScript:
     return s
 
 
+def _hung(unit: str, day: str) -> journaltools.StartupScript:
+    s = journaltools.StartupScript(
+        unit=unit, start=f"{day} 09:00:00", boot_at="2026-03-10 00:00:00", pid=7000 + int(day[-2:])
+    )
+    s.started(f"{day} 09:00:00")
+    s.line(f"[{day} 09:00:05 TP0] Load weight begin. avail mem=76.47 GB")
+    return s
+
+
 def build(tmp_path: Path) -> Scenario:
     """Write the export files and turn them, with the seed fixture's, into one journal."""
     token = secrets.token_hex(4)
     ok_unit = f"sglang-pages-ok-{token}.service"
     failed_unit = f"sglang-pages-failed-{token}.service"
+    stalled_unit = f"sglang-pages-stalled-{token}.service"
     scripts = [
         _ready(ok_unit, "2026-03-11", 64, 400_000),
         _ready(ok_unit, "2026-03-12", 64, 400_000),
@@ -97,9 +110,11 @@ def build(tmp_path: Path) -> Scenario:
         _ready(ok_unit, "2026-03-14", 64, 400_000, batches=True),
         _ready(failed_unit, "2026-03-11", 32, 200_000),
         _failed(failed_unit, "2026-03-15", HOSTILE),
+        _ready(stalled_unit, "2026-03-12", 16, 100_000),
+        _hung(stalled_unit, "2026-03-16"),
     ]
     exports = [journaltools.seed_fixture_dir() / "journal.export"]
     for i, script in enumerate(scripts):
         exports.append(script.write(tmp_path / f"page-{i}.export"))
     journal_dir = journaltools.build_journal(exports, tmp_path / "page-journal", "pages")
-    return Scenario(journal_dir, SEED_UNIT, ok_unit, failed_unit)
+    return Scenario(journal_dir, SEED_UNIT, ok_unit, failed_unit, stalled_unit)

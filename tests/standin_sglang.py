@@ -10,6 +10,10 @@ command line (journald's `_CMDLINE`) can look like SGLang's. PID 1's lines in th
 (Started/Stopping/Stopped/Deactivated/Consumed ...) are skipped: a stand-in is not PID 1.
 `\\r` and `\\x1b` in the fixture are written as the real CR and ESC bytes.
 
+As a systemd service (the end-to-end under a real PID 1, tests/e2e/), `--serve` keeps it up after
+its last line until SIGTERM, as a ready server stays up; `--crash-after N --exit-code C` prints
+only the first N lines and exits with status C, as a server that dies while starting.
+
 `--hold` keeps the process alive after its last line until stdin reaches EOF. journald reads a
 client's unit, invocation id and command line from /proc when it processes the client's first
 line; a writer that has already exited by then loses them. `run()` holds the stand-in until
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -72,11 +77,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--decode-interval-ms", type=float, default=30.0)
     parser.add_argument("--write-times", type=Path)
     parser.add_argument("--hold", action="store_true", help="exit only at EOF on stdin")
+    parser.add_argument("--serve", action="store_true", help="stay up after the log until SIGTERM")
+    parser.add_argument("--crash-after", type=int, metavar="N", help="exit after the first N lines")
+    parser.add_argument("--exit-code", type=int, default=1, help="exit status with --crash-after")
     args, _sglang_flags = parser.parse_known_args(argv)
 
     out = sys.stdout.buffer
     delay = args.delay_ms / 1000
-    for raw in service_lines(args.startup):
+    lines = service_lines(args.startup)
+    if args.crash_after is not None:
+        for raw in lines[: args.crash_after]:
+            out.write(raw + b"\n")
+        out.flush()
+        return args.exit_code
+    for raw in lines:
         out.write(raw + b"\n")
         out.flush()
         _pause(delay)
@@ -99,6 +113,10 @@ def main(argv: list[str] | None = None) -> int:
                 times.close()
     if args.hold:
         sys.stdin.buffer.read()
+    if args.serve:
+        # SIGTERM's default action ends the process, as systemctl stop expects.
+        while True:
+            signal.pause()
     return 0
 
 

@@ -2,8 +2,9 @@
 
 (a) AlertPusher pushes a finding straight to a real Alertmanager, then resolves it.
 (b) The full path: a real `sentinel run` on the seed journal, scraped by a real Prometheus that
-    loads the shipped rule file and notifies the real Alertmanager; the daemon also pushes
-    directly to the same Alertmanager. Both SGLangCapacityDropped alerts must arrive.
+    loads the shipped rule file and notifies the real Alertmanager (with the shipped routing
+    and inhibit rules); the daemon also pushes directly to the same Alertmanager. Both paths
+    give the same label sets, so Alertmanager holds one alert per severity tier, not two.
 
 The external processes are waited on by polling their HTTP APIs with a deadline (they offer
 nothing to block on) and are stopped by PID in finalizers.
@@ -19,12 +20,13 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import journaltools
 import pytest
+import yaml
 from sentinelproc import free_port
 
 from sglang_sentinel.alerts import AlertPusher
@@ -35,6 +37,7 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parent.parent
 RULES = REPO / "deploy" / "prometheus" / "sglang-sentinel-alerts.yml"
+AM_EXAMPLE = REPO / "deploy" / "alertmanager" / "alertmanager.example.yml"
 SENTINEL = REPO / ".venv" / "bin" / "sentinel"
 ALERTMANAGER = Path("/usr/bin/prometheus-alertmanager")
 PROMETHEUS = Path("/usr/bin/prometheus")
@@ -127,12 +130,33 @@ def wait_for(
         time.sleep(POLL_S)
 
 
-def start_alertmanager(spawn: Spawn, tmp_path: Path) -> tuple[str, Process]:
+def shipped_alertmanager_config() -> str:
+    """deploy/alertmanager/alertmanager.example.yml with its routes and inhibit rules, the
+    receivers notifying nobody and the group waits short."""
+    doc = yaml.safe_load(AM_EXAMPLE.read_text())
+    doc["receivers"] = [{"name": r["name"]} for r in doc["receivers"]]
+
+    def shorten(route: dict[str, Any]) -> None:
+        for key in ("group_wait", "group_interval"):
+            if key in route:
+                route[key] = "1s"
+        for child in route.get("routes", []):
+            shorten(child)
+
+    doc["route"].update(group_wait="1s", group_interval="1s")
+    shorten(doc["route"])
+    return str(yaml.safe_dump(doc))
+
+
+def start_alertmanager(
+    spawn: Spawn, tmp_path: Path, config_text: str | None = None
+) -> tuple[str, Process]:
     binary = require_binary(ALERTMANAGER, "prometheus-alertmanager")
     config = tmp_path / "alertmanager.yml"
     # One receiver that notifies nobody; group_wait short so alerts leave "unprocessed" fast.
     config.write_text(
-        "route:\n  receiver: 'null'\n  group_wait: 1s\n  group_interval: 1s\n"
+        config_text
+        or "route:\n  receiver: 'null'\n  group_wait: 1s\n  group_interval: 1s\n"
         "receivers:\n  - name: 'null'\n"
     )
     storage = tmp_path / "am-data"
@@ -166,6 +190,25 @@ def am_alerts(am_url: str, **filters: str) -> list[dict[str, Any]] | None:
         return None
     alerts: list[dict[str, Any]] = json.loads(body)
     return alerts
+
+
+def am_alerts_when(
+    am_url: str, count: int, state: str | None = None, **filters: str
+) -> list[dict[str, Any]] | None:
+    """The matching alerts once there are exactly `count` (all in `state` if given), else None."""
+    alerts = am_alerts(am_url, **filters)
+    if alerts is None or len(alerts) != count:
+        return None
+    if state is not None and any(a["status"]["state"] != state for a in alerts):
+        return None
+    return alerts
+
+
+def am_groups(am_url: str) -> list[dict[str, Any]]:
+    status, body = http_get(f"{am_url}/api/v2/alerts/groups")
+    assert status == 200, body
+    groups: list[dict[str, Any]] = json.loads(body)
+    return groups
 
 
 def record(invocation: str) -> StartupRecord:
@@ -208,22 +251,21 @@ def test_direct_push_appears_in_alertmanager_and_resolves(spawn: Spawn, tmp_path
     pusher.start()
     try:
         pusher.update([comparison])
-        [alert], took = wait_for(
-            "the pushed alert active in Alertmanager",
-            lambda: [
-                a
-                for a in am_alerts(am_url, alertname="SGLangCapacityDropped") or []
-                if a["status"]["state"] == "active"
-            ],
+        alerts, took = wait_for(
+            "the pushed alerts (warning and critical tier) active in Alertmanager",
+            lambda: am_alerts_when(am_url, 2, "active", alertname="SGLangCapacityDropped"),
             20.0,
             am,
         )
+        assert sorted(a["labels"]["severity"] for a in alerts) == ["critical", "warning"]
+        [alert] = [a for a in alerts if a["labels"]["severity"] == "critical"]
         assert alert["labels"] == {
             "alertname": "SGLangCapacityDropped",
+            "job": "sglang-sentinel",
+            "instance": "e2e-host",
             "unit": UNIT,
             "check": "max_running_requests_drop",
             "severity": "critical",
-            "instance": "e2e-host",
         }
         assert alert["annotations"]["summary"] == f"{UNIT}: max_running_requests 48 → 26 (−46 %)"
         assert alert["generatorURL"] == "http://e2e-host:19110/metrics"
@@ -250,10 +292,52 @@ def test_direct_push_appears_in_alertmanager_and_resolves(spawn: Spawn, tmp_path
     assert stats.alertmanager_pushes >= 2
 
 
+def test_escalation_stays_one_warning_alert_in_alertmanager(spawn: Spawn, tmp_path: Path) -> None:
+    """warning -> critical: the warning alert keeps its fingerprint and startsAt and is never
+    resolved; the critical one joins and, by the shipped inhibit rule, mutes it."""
+    am_url, am = start_alertmanager(spawn, tmp_path, shipped_alertmanager_config())
+    pusher = AlertPusher(
+        AlertmanagerConfig(urls=(am_url,), resend_interval_seconds=5.0, timeout_seconds=2.0),
+        stats=Stats(),
+        instance="e2e-host:19110",
+    )
+    current = record("c37e91d04a5b4f6e9d8c7b6a5f4e3d2c")
+    baseline = record("6a1f0c2e9b7d4e3f8a5b1c0d2e4f6a8b")
+    warning = replace(DROP, severity="warning", current=44, message="max_running_requests 48 → 44")
+    pusher.start()
+    try:
+        pusher.update([Comparison(current, baseline, "pinned", (warning,))])
+        [first], _ = wait_for(
+            "the warning alert",
+            lambda: am_alerts_when(am_url, 1, "active", alertname="SGLangCapacityDropped"),
+            20.0,
+            am,
+        )
+        # The next startup is worse: the same regression at the critical tier.
+        worse = record("0d2e4f6a8b6a1f0c2e9b7d4e3f8a5b1c")
+        pusher.update([Comparison(worse, baseline, "pinned", (DROP,))])
+        both, _ = wait_for(
+            "the critical alert beside the warning one",
+            lambda: am_alerts_when(am_url, 2, alertname="SGLangCapacityDropped"),
+            20.0,
+            am,
+        )
+    finally:
+        pusher.stop()
+    tiers = {a["labels"]["severity"]: a for a in both}
+    assert tiers["warning"]["fingerprint"] == first["fingerprint"]
+    assert tiers["warning"]["startsAt"] == first["startsAt"]
+    assert tiers["warning"]["status"]["state"] == "suppressed"
+    assert tiers["warning"]["status"]["inhibitedBy"] == [tiers["critical"]["fingerprint"]]
+    assert tiers["critical"]["status"]["state"] == "active"
+    # The annotations follow the latest startup; the identity did not move.
+    assert tiers["warning"]["annotations"]["invocation_id"] == worse.invocation_id
+
+
 def test_full_path_sentinel_prometheus_rules_alertmanager(spawn: Spawn, tmp_path: Path) -> None:
     """The seed's regressed second startup reaches Alertmanager by both paths."""
     prometheus = require_binary(PROMETHEUS, "prometheus")
-    am_url, am = start_alertmanager(spawn, tmp_path)
+    am_url, am = start_alertmanager(spawn, tmp_path, shipped_alertmanager_config())
     am_port = urllib.parse.urlsplit(am_url).port
 
     journal_dir = journaltools.seed_journal(tmp_path)
@@ -264,7 +348,6 @@ def test_full_path_sentinel_prometheus_rules_alertmanager(spawn: Spawn, tmp_path
         "alertmanager:\n"
         f"  urls: ['{am_url}']\n"
         "  resend_interval_seconds: 5\n"
-        "  external_labels: {path: direct}\n"
         "log:\n  format: json\n"
     )
     sentinel_started = time.monotonic()
@@ -322,36 +405,68 @@ def test_full_path_sentinel_prometheus_rules_alertmanager(spawn: Spawn, tmp_path
         prom,
     )
 
-    # The daemon's own push arrives first (no `for:`), labelled by its external label.
-    [direct], _ = wait_for(
-        "the daemon's direct push of SGLangCapacityDropped",
-        lambda: am_alerts(am_url, alertname="SGLangCapacityDropped", path="direct"),
+    # The daemon's own push arrives first (no `for:`): one alert per tier the critical drop
+    # reached, labelled as Prometheus will label them (its default instance is the listen
+    # address, which is the scrape target here).
+    expected = {
+        "alertname": "SGLangCapacityDropped",
+        "check": "max_running_requests_drop",
+        "instance": f"127.0.0.1:{sentinel_port}",
+        "job": "sglang-sentinel",
+        "unit": UNIT,
+    }
+    direct, _ = wait_for(
+        "the daemon's direct push of SGLangCapacityDropped (warning and critical tier)",
+        lambda: am_alerts_when(am_url, 2, alertname="SGLangCapacityDropped"),
         30.0,
         am,
         sentinel,
     )
     direct_s = time.monotonic() - sentinel_started
-    assert direct["labels"]["unit"] == UNIT
-    assert direct["labels"]["severity"] == "critical"
+    tiers = {a["labels"]["severity"]: a for a in direct}
+    assert {s: a["labels"] for s, a in tiers.items()} == {
+        "warning": {**expected, "severity": "warning"},
+        "critical": {**expected, "severity": "critical"},
+    }
+    # The shipped inhibit rule mutes the warning tier while the critical one fires.
+    assert tiers["critical"]["status"]["state"] == "active"
+    assert tiers["warning"]["status"]["state"] == "suppressed"
+    assert tiers["warning"]["status"]["inhibitedBy"] == [tiers["critical"]["fingerprint"]]
 
-    [via_rules], _ = wait_for(
-        "SGLangCapacityDropped from Prometheus in Alertmanager",
-        lambda: am_alerts(am_url, alertname="SGLangCapacityDropped", job="sglang-sentinel"),
+    def merged() -> list[dict[str, Any]] | None:
+        # Prometheus's alert carries the rule's description; the push never does. Seeing it on
+        # one of still exactly two alerts means both paths landed on the same alerts.
+        alerts = am_alerts_when(am_url, 2, alertname="SGLangCapacityDropped")
+        if alerts and any(
+            "(baseline 48)" in a["annotations"].get("description", "") for a in alerts
+        ):
+            return alerts
+        return None
+
+    both, _ = wait_for(
+        "SGLangCapacityDropped from Prometheus merged into the pushed alerts",
+        merged,
         FULL_PATH_DEADLINE_S,
         am,
         sentinel,
         prom,
     )
     rules_s = time.monotonic() - prom_started
-    assert via_rules["labels"] == {
-        "alertname": "SGLangCapacityDropped",
-        "check": "max_running_requests_drop",
-        "instance": f"127.0.0.1:{sentinel_port}",
-        "job": "sglang-sentinel",
-        "severity": "critical",
-        "unit": UNIT,
-    }
+    assert {a["fingerprint"] for a in both} == {a["fingerprint"] for a in direct}
+    via_rules = next(a for a in both if "(baseline 48)" in a["annotations"]["description"])
     assert "max_running_requests 26 (baseline 48)" in via_rules["annotations"]["description"]
+    # Pushed and evaluated copies of a tier are one alert: its startsAt is the push's.
+    for a in both:
+        assert a["startsAt"] == tiers[a["labels"]["severity"]]["startsAt"]
+    # The routing tree puts each tier in one group (pager for critical, chat for warning),
+    # holding it once.
+    got = sorted(
+        (g["receiver"]["name"], a["labels"]["severity"])
+        for g in am_groups(am_url)
+        for a in g["alerts"]
+        if a["labels"]["alertname"] == "SGLangCapacityDropped"
+    )
+    assert got == [("sglang-chat", "warning"), ("sglang-pager", "critical")]
     print(
         f"time to alert: direct push {direct_s:.1f} s after `sentinel run` started; "
         f"via Prometheus rules {rules_s:.1f} s after Prometheus started (rule has for: 1m)"

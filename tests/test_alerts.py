@@ -185,33 +185,41 @@ def test_alert_payload_has_rule_labels_annotations_and_rfc3339_times(receiver: R
     assert req.path == "/api/v2/alerts"
     assert req.headers["content-type"] == "application/json"
     assert "authorization" not in req.headers
+    common = {
+        "annotations": {
+            "summary": f"{UNIT}: max_running_requests 48 → 26 (−46 %)",
+            "description": (
+                "max_running_requests 48 → 26 (−46 %)\n"
+                "flags added: --enable-flashinfer-allreduce-fusion\n"
+                "free GPU memory at load 93.72 → 87.07 GB\n"
+                f"Current startup {CURRENT}; baseline (pinned) startup {BASELINE}."
+            ),
+            "runbook_url": RUNBOOK + "sglangcapacitydropped",
+            "invocation_id": CURRENT,
+            "baseline_invocation_id": BASELINE,
+            "baseline_kind": "pinned",
+        },
+        "startsAt": "2026-03-09T21:34:27.000Z",
+        "endsAt": "2026-03-09T21:36:27.000Z",  # now + 4 x 30 s
+        "generatorURL": "http://llm-two:19110/metrics",
+    }
+    # The labels Prometheus gives the same alert (series labels + alertname), one per tier
+    # the critical drop has reached.
+    labels = {
+        "alertname": "SGLangCapacityDropped",
+        "job": "sglang-sentinel",
+        "instance": "llm-two",
+        "unit": UNIT,
+        "check": "max_running_requests_drop",
+    }
     assert req.body == [
-        {
-            "labels": {
-                "alertname": "SGLangCapacityDropped",
-                "unit": UNIT,
-                "check": "max_running_requests_drop",
-                "severity": "critical",
-                "instance": "llm-two",
-            },
-            "annotations": {
-                "summary": f"{UNIT}: max_running_requests 48 → 26 (−46 %)",
-                "description": (
-                    "max_running_requests 48 → 26 (−46 %)\n"
-                    "flags added: --enable-flashinfer-allreduce-fusion\n"
-                    "free GPU memory at load 93.72 → 87.07 GB\n"
-                    f"Current startup {CURRENT}; baseline (pinned) startup {BASELINE}."
-                ),
-                "runbook_url": RUNBOOK + "sglangcapacitydropped",
-                "invocation_id": CURRENT,
-                "baseline_invocation_id": BASELINE,
-                "baseline_kind": "pinned",
-            },
-            "startsAt": "2026-03-09T21:34:27.000Z",
-            "endsAt": "2026-03-09T21:36:27.000Z",  # now + 4 x 30 s
-            "generatorURL": "http://llm-two:19110/metrics",
-        }
+        {"labels": {**labels, "severity": "warning"}, **common},
+        {"labels": {**labels, "severity": "critical"}, **common},
     ]
+
+
+# A drop at the warning tier: one alert (a critical drop is two, see the escalation test).
+WARNING_DROP = replace(DROP, severity="warning")
 
 
 def test_rfc3339_is_utc_with_milliseconds() -> None:
@@ -225,7 +233,7 @@ def test_every_finding_is_one_alert_and_external_labels_never_override(
     pusher, _ = make(
         [receiver.url],
         Clock(),
-        external_labels={"cluster": "blackwell", "instance": "ignored", "severity": "x"},
+        external_labels={"cluster": "blackwell", "instance": "x", "severity": "x", "job": "x"},
     )
     pusher.update([comparison(DROP, PCG), comparison(DROP, unit="sglang-b.service")])
     pusher.flush()
@@ -235,14 +243,18 @@ def test_every_finding_is_one_alert_and_external_labels_never_override(
             a["labels"]["alertname"],
             a["labels"]["severity"],
             a["labels"]["instance"],
+            a["labels"]["job"],
             a["labels"]["cluster"],
         )
         for a in receiver.bodies[0]
     )
+    j = "sglang-sentinel"
     assert labels == [
-        ("sglang-b.service", "SGLangCapacityDropped", "critical", "llm-two", "blackwell"),
-        (UNIT, "SGLangCapacityDropped", "critical", "llm-two", "blackwell"),
-        (UNIT, "SGLangPiecewiseCudaGraphDisabled", "warning", "llm-two", "blackwell"),
+        ("sglang-b.service", "SGLangCapacityDropped", "critical", "llm-two", j, "blackwell"),
+        ("sglang-b.service", "SGLangCapacityDropped", "warning", "llm-two", j, "blackwell"),
+        (UNIT, "SGLangCapacityDropped", "critical", "llm-two", j, "blackwell"),
+        (UNIT, "SGLangCapacityDropped", "warning", "llm-two", j, "blackwell"),
+        (UNIT, "SGLangPiecewiseCudaGraphDisabled", "warning", "llm-two", j, "blackwell"),
     ]
 
 
@@ -285,7 +297,7 @@ def test_no_findings_means_no_push(receiver: Receiver) -> None:
 def test_secrets_in_finding_text_are_scrubbed_from_the_payload(receiver: Receiver) -> None:
     secret = "sk-live-0123456789abcdef"
     leaky = replace(
-        DROP,
+        WARNING_DROP,
         message=f"startup failed: api_key={secret} rejected",
         evidence=(f"flags added: --api-key {secret}", f"token: Bearer {secret}"),
     )
@@ -348,7 +360,7 @@ def test_a_finding_that_disappears_is_sent_resolved_until_resolve_resend_then_fo
 ) -> None:
     clock = Clock()
     pusher, _ = make([receiver.url], clock, resend=30.0, resolve=60.0)
-    pusher.update([comparison(DROP)])
+    pusher.update([comparison(WARNING_DROP)])
     pusher.flush()
     clock.now = T0 + 10
     # The next startup is back to baseline: same unit, no findings.
@@ -371,19 +383,20 @@ def test_a_finding_that_disappears_is_sent_resolved_until_resolve_resend_then_fo
 def test_a_resolved_alert_that_fires_again_gets_a_new_starts_at(receiver: Receiver) -> None:
     clock = Clock()
     pusher, _ = make([receiver.url], clock)
-    pusher.update([comparison(DROP)])
+    pusher.update([comparison(WARNING_DROP)])
     pusher.flush()
     clock.now = T0 + 10
     pusher.update([])  # baseline re-pinned to the regressed startup
     pusher.flush()
     clock.now = T0 + 20
-    pusher.update([comparison(DROP)])
+    pusher.update([comparison(WARNING_DROP)])
     pusher.flush()
     [alert] = receiver.bodies[-1]
     assert (alert["startsAt"], alert["endsAt"]) == (rfc3339(T0 + 20), rfc3339(T0 + 20 + 120))
 
 
-def test_a_severity_change_resolves_the_old_alert_and_fires_a_new_one(receiver: Receiver) -> None:
+def test_escalation_keeps_the_warning_alert_and_adds_a_critical_one(receiver: Receiver) -> None:
+    """warning -> critical -> warning: the warning alert is never resolved or restarted."""
     clock = Clock()
     pusher, _ = make([receiver.url], clock)
     pusher.update([comparison(replace(DROP, severity="warning"))])
@@ -391,11 +404,24 @@ def test_a_severity_change_resolves_the_old_alert_and_fires_a_new_one(receiver: 
     clock.now = T0 + 3
     pusher.update([comparison(DROP)])
     pusher.flush()
-    sent = {a["labels"]["severity"]: (a["startsAt"], a["endsAt"]) for a in receiver.bodies[1]}
-    assert sent == {
-        "warning": (rfc3339(T0), rfc3339(T0 + 3)),
-        "critical": (rfc3339(T0 + 3), rfc3339(T0 + 3 + 120)),
-    }
+    clock.now = T0 + 6
+    pusher.update([comparison(replace(DROP, severity="warning"))])
+    pusher.flush()
+    sent = [
+        {a["labels"]["severity"]: (a["startsAt"], a["endsAt"]) for a in body}
+        for body in receiver.bodies
+    ]
+    assert sent == [
+        {"warning": (rfc3339(T0), rfc3339(T0 + 120))},
+        {
+            "warning": (rfc3339(T0), rfc3339(T0 + 3 + 120)),
+            "critical": (rfc3339(T0 + 3), rfc3339(T0 + 3 + 120)),
+        },
+        {
+            "warning": (rfc3339(T0), rfc3339(T0 + 6 + 120)),
+            "critical": (rfc3339(T0 + 3), rfc3339(T0 + 6)),  # resolved
+        },
+    ]
 
 
 # --- failures ----------------------------------------------------------------------------------

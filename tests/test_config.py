@@ -250,7 +250,9 @@ MISTAKES = [
     ("alertmanager: {external_labels: {env: yes}}\n",
      "alertmanager.external_labels.env: expected a string (quote it), got true"),
     # bad values
-    ("units: []\n", "units: at least one unit is needed, e.g. [sglang-qwen.service]"),
+    ("units: []\n", "units: at least one unit or container is needed, e.g. [sglang-qwen.service]"),
+    ("containers: ['bad name']\n", "containers[0]: not a Docker container name: 'bad name' "
+     "(letters, digits, '_', '.', '-'; e.g. sglang-qwen)"),
     ("units: ['sglang qwen']\n", "units[0]: not a systemd unit name: 'sglang qwen'"),
     ("units: ['sglang@']\n", "units[0]: 'sglang@' is a template; name an instance, "
      "e.g. 'sglang@NAME'"),
@@ -478,6 +480,8 @@ alertmanager:
 def test_config_to_dict_of_defaults(no_default_file: Path) -> None:
     assert config_to_dict(load_config(None, environ={})) == {
         "units": ["sglang-qwen.service"],
+        "containers": [],
+        "gpu": None,
         "journal": {"directory": None, "files": []},
         "state_dir": "/var/lib/sglang-sentinel",
         "listen": "127.0.0.1:19110",
@@ -490,6 +494,8 @@ def test_config_to_dict_of_defaults(no_default_file: Path) -> None:
             "timeout_seconds": 5.0,
             "resolve_resend_seconds": 300.0,
             "generator_url": None,
+            "instance": None,
+            "job": "sglang-sentinel",
             "external_labels": {},
             "bearer_token_file": None,
         },

@@ -149,6 +149,14 @@ def test_sigkill_at_random_moments_loses_nothing_and_repeats_nothing(
         return set(rows) == set(written) and all(o == "ready" for o, _ in rows.values())
 
     wait_until(caught_up, 60, f"all {len(written)} startups ready in the state")
+    # The state may be complete before the last incarnation (restarted by the killer just
+    # before it stopped) has installed its SIGTERM handler; a SIGTERM then kills it (-15).
+    last = supervisor.log_dir / f"sentinel-{len(supervisor.procs) - 1:03d}.stderr"
+    wait_until(
+        lambda: "sentinel_started" in last.read_text(errors="replace"),
+        30,
+        "the last incarnation started",
+    )
     supervisor.current.send_signal(signal.SIGTERM)
     assert supervisor.current.wait(timeout=10) == 0
     logs = supervisor.stderr()

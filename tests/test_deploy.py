@@ -15,7 +15,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 UNIT = REPO / "deploy" / "sglang-sentinel.service"
-MAX_EXPOSURE = 1.5
+MAX_EXPOSURE = 1.1
 OVERALL = re.compile(r"Overall exposure level for \S+: (\d+\.\d+)")
 
 
@@ -41,8 +41,8 @@ def unit_directives() -> dict[str, list[str]]:
     return directives
 
 
-def test_exposure_score_is_at_most_1_5() -> None:
-    """`systemd-analyze security --offline=true` rates the unit 1.5 or better."""
+def test_exposure_score_is_at_most_1_1() -> None:
+    """`systemd-analyze security --offline=true` rates the unit 1.1 or better."""
     result = subprocess.run(
         [systemd_analyze(), "security", "--offline=true", "--no-pager", str(UNIT)],
         capture_output=True,
@@ -92,21 +92,21 @@ def test_unit_has_the_directives_the_daemon_relies_on() -> None:
         "ExecStart": [
             "/opt/sglang-sentinel/.venv/bin/sentinel run --config /etc/sglang-sentinel/config.yaml"
         ],
-        "ExecReload": ["/bin/kill -HUP $MAINPID"],
+        # A shell builtin: no /bin/kill (procps) on minimal images.
+        "ExecReload": ["/bin/sh -c 'kill -HUP $$MAINPID'"],
         "DynamicUser": ["yes"],
         "SupplementaryGroups": ["systemd-journal"],
         "StateDirectory": ["sglang-sentinel"],
         "ConfigurationDirectory": ["sglang-sentinel"],
         "Environment": ["SENTINEL_STATE_DIR=%S/sglang-sentinel"],
         "MemoryDenyWriteExecute": ["yes"],
+        # Verified under a real PID 1 by the end-to-end (tests/e2e/): the journal stays readable.
+        "PrivateUsers": ["yes"],
         "RestrictAddressFamilies": ["AF_UNIX AF_INET AF_INET6"],
     }
     assert {key: directives.get(key) for key in expected} == expected
     assert "TimeoutStopSec" in directives
     assert int(directives["LimitNOFILE"][0]) >= 16384
-    # Opt-in only: see the comment in the unit (group read through a userns is untested
-    # under a real PID 1).
-    assert "PrivateUsers" not in directives
 
 
 MDWE_CHECK = textwrap.dedent(

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
-from sglang_sentinel.html import UnitStatus, render_page
+from sglang_sentinel.compare import Policy
+from sglang_sentinel.html import UnitStatus, collect_status, render_page
 from sglang_sentinel.model import Comparison, Finding, StartupRecord
+from sglang_sentinel.state import StateStore
 
 HOSTILE = '<script>alert(1)</script><img src="https://203.0.113.9/x"> & "q"'
 
@@ -61,7 +64,7 @@ def test_verdicts_read_without_colour() -> None:
         UnitStatus(
             "u-ok.service", Comparison(ok, ok_base, "pinned", ()), None, (ok_base, ok), True
         ),
-        UnitStatus("u-new.service", None, starting, (starting,), False),
+        UnitStatus("u-new.service", None, Comparison(starting, None, None, ()), (starting,), False),
         UnitStatus("u-none.service", None, None, (), False),
     )
     assert "<title>STARTING · sglang-sentinel</title>" in html
@@ -97,3 +100,41 @@ def test_chart_has_one_point_per_startup_and_marks_failures() -> None:
     assert chart.count("<circle") == 2 and chart.count('class="pt-failed') == 1
     assert 'class="pt last flag-critical"' in chart
     assert '<meta http-equiv="refresh" content="30">' in html
+
+
+def test_a_stalled_startup_under_way_is_the_verdict() -> None:
+    """startup_stalled (judged at page time) outranks the ready startup before it."""
+    ready = record("a", 1.0e9)
+    hung = record("b", 1.0e9 + 100, "starting", None)
+    stall = Finding(
+        "startup_stalled", "warning", 60, 1800.0, "still starting after 1800 s (limit 900 s)"
+    )
+    html = page(
+        UnitStatus(
+            "u.service",
+            Comparison(ready, None, None, ()),
+            Comparison(hung, ready, "previous", (stall,)),
+            (ready, hung),
+            False,
+        )
+    )
+    assert "<title>STALLED · sglang-sentinel</title>" in html
+    assert (
+        '<span class="badge">◷ STALLED</span> <span class="unit">u.service</span></a>'
+        ' <span class="reason">still starting after 1800 s (limit 900 s)</span>'
+    ) in html
+    assert '<strong class="sev-warning">◷ stalled</strong>: still starting after 1800 s' in html
+
+
+def test_history_is_the_last_twelve_startups_read_from_state(tmp_path: Path) -> None:
+    """collect_status reads a bounded history (a crash loop leaves thousands of startups)."""
+    store = StateStore(tmp_path / "state")
+    for i in range(15):
+        store.save_startup(record(f"{i:x}", 1.0e9 + 100 * i, mrr=40 + i), None)
+    [status] = collect_status(store, ["sglang-a.service"], Policy(checks={}), now=2.0e9)
+    assert [r.facts["max_running_requests"] for r in status.history] == list(range(43, 55))
+    assert status.comparison is not None
+    assert status.comparison.record.invocation_id == "e" * 8
+    assert status.comparison.baseline is not None
+    assert status.comparison.baseline.invocation_id == "d" * 8
+    assert "<h3>Last 12 startups</h3>" in page(status)

@@ -3,12 +3,14 @@ timer (no new journal entry needed), and clears when the startup ends."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from journaltools import StartupScript, build_journal
+from pushcapture import PushCapture
 from sentinelproc import Sentinels, wait_until
 
 from sglang_sentinel.cli import main
@@ -95,13 +97,23 @@ def sentinels(tmp_path: Path) -> Iterator[Sentinels]:
 def test_daemon_raises_the_stall_on_a_timer_and_clears_it_when_ready(
     tmp_path: Path, sentinels: Sentinels
 ) -> None:
-    """No entry arrives after "Started": the stall still fires at its time, then a ready clears it."""
+    """No entry arrives after "Started": the stall still fires at its time (metric, log and an
+    Alertmanager push), then a ready clears it."""
+    pushes = PushCapture()
+    try:
+        _stall_then_ready(tmp_path, sentinels, pushes)
+    finally:
+        pushes.close()
+
+
+def _stall_then_ready(tmp_path: Path, sentinels: Sentinels, pushes: PushCapture) -> None:
     start = datetime.now(UTC).replace(microsecond=0)
     journal_dir = tmp_path / "journal"
     build_journal(_script(start).write(tmp_path / "a.export"), journal_dir, name="a")
     config = tmp_path / "config.yaml"
     config.write_text(
         f"units: [{UNIT}]\npolicy:\n  checks:\n    startup_stalled: {{min_seconds: 4}}\n"
+        f"alertmanager:\n  urls: ['{pushes.url}']\n  resend_interval_seconds: 5\n"
     )
     s = sentinels.start(
         "--config", str(config), "--journal-dir", str(journal_dir), state=tmp_path / "state"
@@ -113,6 +125,11 @@ def test_daemon_raises_the_stall_on_a_timer_and_clears_it_when_ready(
     raised = s.wait_event("finding_raised")
     assert raised["check"] == "startup_stalled" and raised["unit"] == UNIT
     assert datetime.now(UTC) - start >= timedelta(seconds=4)
+    pushed = wait_until(
+        lambda: [a for b in pushes.bodies for a in json.loads(b)], 15, "an Alertmanager push"
+    )
+    assert {a["labels"]["alertname"] for a in pushed} == {"SGLangStartupStalled"}
+    assert pushed[0]["labels"]["check"] == "startup_stalled"
     # The startup ends: a second journal file in the followed directory says ready.
     done = StartupScript(
         unit=UNIT,
