@@ -362,6 +362,8 @@ class JournalSource:
         """(realtime, cursor) of the last unit line before the entry at cursor `before` (None:
         the last unit line of all), or None when there is none."""
         probe = self._probe
+        if probe is None:
+            return None
         try:
             if before is None:
                 probe.seek_tail()
