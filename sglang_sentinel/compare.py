@@ -254,18 +254,18 @@ def compare(
                 evidence=evidence,
             )
         )
-    if record.notes and record.outcome != "starting" and policy.enabled("fact_invalid"):
+    # Only the fact_invalid notes: a record carries other notes too (clock_skew).
+    invalid = tuple(n for n in record.notes if n.startswith("fact_invalid: "))
+    if invalid and record.outcome != "starting" and policy.enabled("fact_invalid"):
         findings.append(
             Finding(
                 check="fact_invalid",
                 severity=policy.severity("fact_invalid"),
                 baseline=None,
-                current=tuple(
-                    n.split("=", 1)[0].removeprefix("fact_invalid: ") for n in record.notes
-                ),
+                current=tuple(n.split("=", 1)[0].removeprefix("fact_invalid: ") for n in invalid),
                 message="facts reported with impossible values, recorded as null: "
-                + "; ".join(n.removeprefix("fact_invalid: ") for n in record.notes),
-                evidence=record.notes,
+                + "; ".join(n.removeprefix("fact_invalid: ") for n in invalid),
+                evidence=invalid,
             )
         )
     if record.outcome != "ready" or baseline is None or baseline is record:

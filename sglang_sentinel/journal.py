@@ -38,6 +38,16 @@ _COREDUMP_MESSAGE_ID = "fc2e22bc6ee647b6b90729ab34a250b1"
 _MAX_BAD_IN_A_ROW = 10_000
 
 log = structlog.get_logger("sglang_sentinel")
+BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
+
+
+def current_boot_id(path: Path = BOOT_ID_FILE) -> str:
+    """This boot's id as the journal's `_BOOT_ID` spells it: 32 hex digits, no dashes."""
+    try:
+        text = path.read_text(encoding="ascii")
+    except OSError as exc:
+        raise JournalError(f"cannot read the boot id from {path}: {exc.strerror or exc}") from exc
+    return text.strip().replace("-", "")
 
 
 class JournalSource:
@@ -58,6 +68,7 @@ class JournalSource:
         self._unit_set = frozenset(plain)
         self._containers = frozenset(containers)
         self._partials = PartialLines()
+        self._last_start: bytes | None = None  # set by _entry for a container start's line
         self.directory = directory
         self.files = tuple(files)
         self._reader: Any = None  # the units' own lines (one match per unit)
@@ -78,6 +89,8 @@ class JournalSource:
         # The cursor of the last line handed out when it was a side line ("": a unit line,
         # which _reader is on).
         self._side_cursor = ""
+        self._side_mono: tuple[int, str] | None = None  # the monotonic time of that side line
+        self._pending_mono: tuple[int, str] | None = None
         # _reader is on a line it has not handed out yet (after a seek past a gone cursor).
         self._held = False
         # _reader found no unit line after a seek: it is on none, and none is to come now.
@@ -96,19 +109,31 @@ class JournalSource:
             # get_fd(), and files created before that would go unnoticed (see systemd#40788).
             reader.fileno()
         self._reader, self._side, self._probe = readers
+        if not split_targets(self.units)[0]:
+            self._side.close()  # no unit: no PID 1 or coredump lines about one
+            self._side = None
+        self._install_matches(None)
+        self._reset_merge()
+
+    def _install_matches(self, boot: str | None) -> None:
+        """The readers' matches; with `boot`, only that boot's entries (a conjunction)."""
         plain, containers = split_targets(self.units)
         for reader in (self._reader, self._probe):
+            reader.flush_matches()
             add_unit_matches(reader, plain)
             if containers:
                 # Containers are matched on another field: a disjunction, only when there are some.
                 reader.add_disjunction()
                 add_container_matches(reader, containers)
-        if plain:
+            if boot is not None:
+                reader.add_conjunction()
+                reader.add_match(_BOOT_ID=boot)
+        if self._side is not None:
+            self._side.flush_matches()
             add_manager_matches(self._side, plain)
-        else:
-            self._side.close()  # no unit: no PID 1 or coredump lines about one
-            self._side = None
-        self._reset_merge()
+            if boot is not None:
+                self._side.add_conjunction()
+                self._side.add_match(_BOOT_ID=boot)
 
     def _open_one(self) -> Any:
         try:
@@ -158,13 +183,20 @@ class JournalSource:
             reader.seek_realtime(seconds)
         self._hold_first()
 
-    def seek_boot_start(self) -> None:
-        """Position before the first entry of the current boot (what `journalctl -b` shows)."""
-        for reader in self._readers():
-            try:
-                reader.seek_monotonic(0)
-            except (OSError, ValueError):
-                reader.seek_head()
+    def seek_boot_start(self, boot_id: str | None = None) -> None:
+        """Position before the first entry of boot `boot_id` (default: the current one) and read
+        only that boot from then on, as `journalctl -b -u UNIT` does.
+
+        Not `seek_monotonic(0)`: on a persistent journal whose archived files hold earlier boots,
+        that lands on an earlier boot's first entry (monotonic times of different boots cannot
+        be compared). A `_BOOT_ID` match is exact. A running daemon never leaves its boot, so
+        keeping the match costs nothing; the next start resumes from the saved cursor instead.
+        """
+        boot = boot_id if boot_id is not None else current_boot_id()
+        readers = self._readers()
+        self._install_matches(boot)
+        for reader in readers:
+            reader.seek_head()
         self._hold_first()
 
     def seek_cursor(self, cursor: str) -> bool:
@@ -244,6 +276,7 @@ class JournalSource:
                 if self._pending is not None and self._side_due():
                     side_line = self._pending
                     self._side_cursor = self._pending_cursor
+                    self._side_mono = self._pending_mono
                     self._pending = None
                     now = side_line.realtime_us
                     count += 1
@@ -258,7 +291,10 @@ class JournalSource:
                 # The raw _SYSTEMD_INVOCATION_ID of the last service line yielded; an invocation
                 # id belongs to one unit, so an equal one means the same unit and invocation.
                 context: bytes | None = None
-                self._side_cursor = ""  # cursor() is the unit reader's again
+                # The raw CONTAINER_LOG_EPOCH of the last container entry yielded: one per start
+                # of one container, so it does for containers what the invocation id does for units.
+                start: bytes | None = None
+                first = True
                 while limit is None or count < limit:
                     if self._held:
                         self._held = False
@@ -274,6 +310,9 @@ class JournalSource:
                             continue
                         now = self._realtime = realtime()
                     count += 1
+                    if first:
+                        first = False
+                        self._side_cursor = ""  # cursor() is the unit reader's again
                     try:
                         raw = get("MESSAGE")
                     except KeyError:
@@ -284,9 +323,12 @@ class JournalSource:
                         inv_raw = None
                     if inv_raw is not None and inv_raw == context:
                         yield raw
+                    elif start is not None and self._continues_start(start):
+                        yield raw  # the next whole line of the container start just yielded
                     else:
                         entry, own = self._entry(raw, inv_raw)
                         context = inv_raw if own else None
+                        start = self._last_start
                         if entry is not None:
                             yield entry
                     # A realtime is nearly always one entry's; the cursor decides.
@@ -353,6 +395,11 @@ class JournalSource:
         if entry is None:
             return False
         cursor = str(side._get_cursor())
+        try:
+            usec, boot = side._get_monotonic()
+            self._pending_mono = (int(usec), bytes(boot).hex())
+        except OSError:
+            self._pending_mono = None
         self._pending = entry
         self._pending_cursor = cursor
         self._pending_after = self._last_unit_line(cursor)
@@ -397,6 +444,7 @@ class JournalSource:
     def _entry(self, raw: bytes, inv_raw: bytes | None) -> tuple[JournalEntry | None, bool]:
         """The full record of one unit line, and whether it is a watched unit's own line."""
         get = self.reader._get
+        self._last_start = None
         units = self._unit_set
         try:
             unit = get("_SYSTEMD_UNIT").decode("utf-8", "replace")
@@ -441,15 +489,37 @@ class JournalSource:
         )
         if line is None:
             return None  # a piece of a longer line; the entry with its last piece yields it
+        epoch = _first(get, ("CONTAINER_LOG_EPOCH",))
+        self._last_start = epoch.encode() if epoch else None
         return JournalEntry(
             unit=target,
             message=clean_message(line),
             realtime_us=self.realtime_us(),
-            invocation_id=start_id(
-                _first(get, ("CONTAINER_ID_FULL",)) or "",
-                _first(get, ("CONTAINER_LOG_EPOCH",)),
-            ),
+            invocation_id=start_id(_first(get, ("CONTAINER_ID_FULL",)) or "", epoch),
         )
+
+    def _continues_start(self, start: bytes) -> bool:
+        """The entry is a whole line (no piece) of the container start whose epoch is `start`."""
+        if self._partials.pending:
+            return False  # this entry may end a split line: join it the slow way
+        get = self.reader._get
+        try:
+            if get("CONTAINER_LOG_EPOCH") != start:
+                return False
+        except KeyError:
+            return False
+        for name in ("CONTAINER_PARTIAL_ID", "CONTAINER_PARTIAL_MESSAGE"):
+            try:
+                get(name)
+            except KeyError:
+                continue
+            return False
+        return True
+
+    @property
+    def partial_pending(self) -> bool:
+        """Pieces of a container line read but not yielded yet (the cursor is past them)."""
+        return self._partials.pending
 
     def _manager_entry(self, get: Any, raw: bytes, realtime_us: int) -> JournalEntry | None:
         """PID 1 (or systemd-coredump) talking about a watched unit, or None."""
@@ -470,6 +540,16 @@ class JournalSource:
     def realtime_us(self) -> int:
         """The realtime timestamp (µs) of the unit line the generator is suspended on."""
         return self._realtime
+
+    def monotonic(self) -> tuple[int, str] | None:
+        """The monotonic timestamp (µs since boot) and boot id of the entry handed out last."""
+        if self._side_cursor:
+            return self._side_mono
+        try:
+            usec, boot = self.reader._get_monotonic()
+        except OSError:
+            return None
+        return int(usec), bytes(boot).hex()
 
     def cursor(self) -> str | None:
         """The cursor of the entry last read, or None before the first read."""

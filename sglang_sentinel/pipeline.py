@@ -92,6 +92,7 @@ class Pipeline:
         self.source_key = source_key
         self.stats = stats if stats is not None else Stats()
         self.tracker = StartupTracker(self._match, rules.match_raw, on_error=self._entry_failed)
+        self.tracker.monotonic = source.monotonic
         # The comparison stage; a seam so a fault in it can be injected and seen isolated.
         self.evaluator = evaluator
         self._clock = clock
@@ -111,10 +112,17 @@ class Pipeline:
         self.rules = rules
         self.tracker.match_raw = rules.match_raw
 
-    def resume(self, *, from_boot_start: bool = True, max_age_seconds: float | None = None) -> None:
+    def resume(
+        self,
+        *,
+        from_boot_start: bool = True,
+        max_age_seconds: float | None = None,
+        boot_id: str | None = None,
+    ) -> None:
         """Seek to the saved cursor (or the start of this boot) and restore open startups.
 
-        `max_age_seconds` caps how far back reading starts, with or without a cursor.
+        `max_age_seconds` caps how far back reading starts, with or without a cursor. `boot_id`
+        names "this boot" (default: the running kernel's, /proc/sys/kernel/random/boot_id).
         """
         self.tracker.restore(self.store.open_builders())
         cursor = self.store.cursor(self.source_key)
@@ -126,7 +134,7 @@ class Pipeline:
             if oldest is not None:
                 self.source.seek_realtime(oldest)
             elif from_boot_start:
-                self.source.seek_boot_start()
+                self.source.seek_boot_start(boot_id)
             else:
                 self.source.seek_head()
             return
@@ -182,7 +190,8 @@ class Pipeline:
         and keeps every record pending, so the next commit stores them with the cursor.
         """
         now = self._clock()
-        if self.tracker.split_pending:
+        # Docker's 16 KiB pieces of a container line wait in the source the same way.
+        if self.tracker.split_pending or self.source.partial_pending:
             if self._hold_since is None:
                 self._hold_since = now
             if not final and now - self._hold_since < SPLIT_HOLD_SECONDS:

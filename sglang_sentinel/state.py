@@ -11,6 +11,7 @@ import json
 import os
 import sqlite3
 import time
+import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -20,7 +21,9 @@ from typing import Any
 from .errors import StateError, UsageError
 from .model import Comparison, Finding, StartupRecord
 
-SCHEMA_VERSION = 1
+# 1: the first schema. 2: startups.seq (journal order, so a wrong wall clock cannot reorder
+# startups) and the startups_total counters (they never go down when an outcome changes).
+SCHEMA_VERSION = 2
 DEFAULT_STATE_DIR = Path("/var/lib/sglang-sentinel")
 DB_NAME = "sentinel.sqlite3"
 
@@ -33,7 +36,8 @@ CREATE TABLE IF NOT EXISTS startups (
     outcome TEXT NOT NULL,
     record TEXT NOT NULL,
     builder TEXT,
-    updated_at REAL NOT NULL
+    updated_at REAL NOT NULL,
+    seq INTEGER
 );
 CREATE INDEX IF NOT EXISTS startups_unit_time ON startups (unit, started_at);
 CREATE TABLE IF NOT EXISTS comparisons (
@@ -83,12 +87,36 @@ class StateStore:
         self, state_dir: Path, *, readonly: bool = False, busy_timeout: float = 10.0
     ) -> None:
         self.path = state_dir / DB_NAME
+        self.readonly = readonly
+        if readonly:
+            self._db = self._open_readonly(state_dir)
+            try:
+                self._check_readable()
+                outdated = self._version() < SCHEMA_VERSION
+            except sqlite3.DatabaseError as exc:
+                raise StateError(broken_database(self.path, exc)) from exc
+            if outdated:
+                # An older state read before the daemon upgraded it: upgrade it in place when
+                # this user may write it (e.g. root), else say who can.
+                if not os.access(self.path, os.W_OK) or not os.access(state_dir, os.W_OK):
+                    raise StateError(
+                        f"state database {self.path} has an older schema and this user may"
+                        " not upgrade it; restart the sentinel (or run this command once as"
+                        " its user or root)"
+                    )
+                self._db.close()
+                StateStore(state_dir, busy_timeout=busy_timeout).close()
+                self._db = self._open_readonly(state_dir)
+            st = os.stat(self.path)
+            self._identity = (st.st_dev, st.st_ino)
+            return
         try:
-            if not readonly:
-                state_dir.mkdir(parents=True, exist_ok=True, mode=0o750)
-            elif not self.path.exists():
+            state_dir.mkdir(parents=True, exist_ok=True, mode=0o750)
+            if self.path.exists() and not os.access(self.path, os.R_OK | os.W_OK):
                 raise StateError(
-                    f"no state in {state_dir} (run `sentinel scan` or `sentinel run` first)"
+                    f"state database {self.path} is not writable by this user; run the command"
+                    " as the sentinel's user (or root), or pass --state-dir or set"
+                    " SENTINEL_STATE_DIR"
                 )
             # check_same_thread=False: scrape threads share it under the collector's lock.
             self._db = sqlite3.connect(
@@ -97,8 +125,7 @@ class StateStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
-            if not readonly:
-                self._migrate()
+            self._migrate()
             self._check_readable()
             st = os.stat(self.path)
             self._identity = (st.st_dev, st.st_ino)
@@ -115,6 +142,55 @@ class StateStore:
             raise StateError(
                 f"cannot use state directory {state_dir}: {exc.strerror or exc}"
             ) from exc
+
+    def _open_readonly(self, state_dir: Path) -> sqlite3.Connection:
+        """Open for reading only (`startups`, `check`, `diff`, `baseline`): needs read access to
+        the database and nothing else; never creates or changes a file."""
+        unreadable = (
+            "is not readable by this user; run the command as a member of the state's group"
+            " (or root), or pass --state-dir or set SENTINEL_STATE_DIR"
+        )
+        try:
+            exists = self.path.exists()
+        except PermissionError:
+            raise StateError(f"state directory {state_dir} {unreadable}") from None
+        if not exists:
+            raise StateError(
+                f"no state in {state_dir} (run `sentinel scan` or `sentinel run` first)"
+            )
+        if not os.access(self.path, os.R_OK):
+            raise StateError(f"state database {self.path} {unreadable}")
+        base = "file:" + urllib.parse.quote(str(self.path.absolute())) + "?mode=ro"
+        try:
+            return self._connect_ro(base)
+        except sqlite3.OperationalError as exc:
+            # A WAL database needs its -shm (wal-index) to be read; SQLite creates it when it is
+            # missing, which a directory we may not write forbids. Without a -wal file no writer
+            # holds changes outside the main file (the last one to close checkpointed them), so
+            # the main file alone is the whole state: read it as immutable.
+            if Path(f"{self.path}-wal").exists():
+                raise StateError(
+                    f"cannot read state database {self.path} while it is being written: {exc};"
+                    f" {state_dir} or its -shm file must be writable by this user"
+                ) from exc
+            try:
+                return self._connect_ro(base + "&immutable=1")
+            except sqlite3.DatabaseError as exc2:
+                raise StateError(broken_database(self.path, exc2)) from exc2
+        except sqlite3.DatabaseError as exc:
+            raise StateError(broken_database(self.path, exc)) from exc
+
+    @staticmethod
+    def _connect_ro(uri: str) -> sqlite3.Connection:
+        db = sqlite3.connect(uri, uri=True, timeout=10, isolation_level=None)
+        try:
+            db.execute("PRAGMA foreign_keys=ON")
+            # Opening is lazy: read the schema now so a failure surfaces here.
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except BaseException:
+            db.close()
+            raise
+        return db
 
     def close(self) -> None:
         self._db.close()
@@ -168,8 +244,36 @@ class StateStore:
                     f"{self.path} has schema version {row[0]}, newer than this sentinel "
                     f"understands ({SCHEMA_VERSION}); upgrade sglang-sentinel"
                 )
+            elif int(row[0]) < 2:
+                self._upgrade_to_2()
+            self._db.execute("CREATE INDEX IF NOT EXISTS startups_unit_seq ON startups (unit, seq)")
         with contextlib.suppress(OSError):
             os.chmod(self.path, 0o640)
+
+    def _version(self) -> int:
+        row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        return int(row[0]) if row else 0
+
+    def _upgrade_to_2(self) -> None:
+        """Version 1 -> 2: number the startups in the order version 1 knew them by (their start
+        time: the best there is for what is already stored), and seed the startups_total
+        counters from the stored outcomes."""
+        db = self._db
+        columns = {r[1] for r in db.execute("PRAGMA table_info(startups)")}
+        if "seq" not in columns:
+            db.execute("ALTER TABLE startups ADD COLUMN seq INTEGER")
+        rows = db.execute("SELECT invocation_id FROM startups ORDER BY started_at, invocation_id")
+        db.executemany(
+            "UPDATE startups SET seq=? WHERE invocation_id=?",
+            [(n, inv) for n, (inv,) in enumerate(rows.fetchall(), 1)],
+        )
+        db.execute(
+            "INSERT INTO counters (name, value)"
+            " SELECT 'startups_total:' || outcome || ':' || unit, count(*) FROM startups"
+            " WHERE outcome IN ('ready', 'failed') GROUP BY unit, outcome"
+            " ON CONFLICT (name) DO UPDATE SET value=excluded.value"
+        )
+        db.execute("UPDATE meta SET value='2' WHERE key='schema_version'")
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -207,9 +311,23 @@ class StateStore:
     # -- writing (call inside transaction()) ----------------------------------------------------
 
     def save_startup(self, record: StartupRecord, builder: str | None) -> None:
+        """Insert or update one startup. A new one is numbered after every stored one (`seq`):
+        the pipeline stores startups in journal order, so `seq` is the journal's order and the
+        wall clock (`started_at`) never decides which startup is the latest.
+
+        The first time a startup is stored as ready or failed counts in startups_total, once:
+        a counter that never goes down when a later line changes the outcome.
+        """
+        row = self._db.execute(
+            "SELECT outcome FROM startups WHERE invocation_id=?", (record.invocation_id,)
+        ).fetchone()
+        decided = ("ready", "failed")
+        if record.outcome in decided and (row is None or row[0] not in decided):
+            self.add_counter(f"startups_total:{record.outcome}:{record.unit}")
         self._db.execute(
-            "INSERT INTO startups (invocation_id, unit, started_at, outcome, record, builder, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)"
+            "INSERT INTO startups"
+            " (invocation_id, unit, started_at, outcome, record, builder, updated_at, seq)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, (SELECT coalesce(max(seq), 0) + 1 FROM startups))"
             " ON CONFLICT (invocation_id) DO UPDATE SET unit=excluded.unit,"
             " started_at=excluded.started_at, outcome=excluded.outcome, record=excluded.record,"
             " builder=excluded.builder, updated_at=excluded.updated_at",
@@ -287,21 +405,19 @@ class StateStore:
 
     def open_builders(self) -> list[str]:
         rows = self._db.execute(
-            "SELECT builder FROM startups WHERE builder IS NOT NULL ORDER BY started_at"
+            "SELECT builder FROM startups WHERE builder IS NOT NULL ORDER BY seq"
         ).fetchall()
         return [str(r[0]) for r in rows]
 
     def startups(self, units: Iterable[str] | None = None) -> list[StartupRecord]:
         """Records oldest first, optionally only of `units`."""
         if units is None:
-            rows = self._db.execute(
-                "SELECT record FROM startups ORDER BY started_at, invocation_id"
-            )
+            rows = self._db.execute("SELECT record FROM startups ORDER BY seq")
         else:
             units = list(units)
             marks = ",".join("?" * len(units))
             rows = self._db.execute(
-                f"SELECT record FROM startups WHERE unit IN ({marks}) ORDER BY started_at, invocation_id",
+                f"SELECT record FROM startups WHERE unit IN ({marks}) ORDER BY seq",
                 units,
             )
         return [record_from_json(r[0]) for r in rows.fetchall()]
@@ -345,26 +461,28 @@ class StateStore:
         """The unit's newest startup; with decided=True the newest that is ready or failed."""
         where = " AND outcome IN ('ready', 'failed')" if decided else ""
         row = self._db.execute(
-            f"SELECT record FROM startups WHERE unit=?{where}"
-            " ORDER BY started_at DESC, invocation_id DESC LIMIT 1",
+            f"SELECT record FROM startups WHERE unit=?{where} ORDER BY seq DESC LIMIT 1",
             (unit,),
         ).fetchone()
         return record_from_json(row[0]) if row else None
 
     def previous_ready(self, record: StartupRecord) -> StartupRecord | None:
-        """The unit's last ready startup that began before `record`."""
+        """The unit's last ready startup before `record` in journal order (the newest ready one
+        when `record` is not stored yet)."""
         row = self._db.execute(
-            "SELECT record FROM startups WHERE unit=? AND outcome='ready' AND started_at < ?"
-            " AND invocation_id != ? ORDER BY started_at DESC, invocation_id DESC LIMIT 1",
-            (record.unit, record.started_at, record.invocation_id),
+            "SELECT record FROM startups WHERE unit=? AND outcome='ready' AND invocation_id != ?"
+            " AND seq < coalesce((SELECT seq FROM startups WHERE invocation_id=?), 9e18)"
+            " ORDER BY seq DESC LIMIT 1",
+            (record.unit, record.invocation_id, record.invocation_id),
         ).fetchone()
         return record_from_json(row[0]) if row else None
 
     def outcome_counts(self, unit: str) -> dict[str, int]:
-        rows = self._db.execute(
-            "SELECT outcome, count(*) FROM startups WHERE unit=? GROUP BY outcome", (unit,)
-        ).fetchall()
-        return {str(o): int(n) for o, n in rows}
+        """Startups of `unit` counted when first stored ready or failed (never decreasing)."""
+        return {
+            outcome: self.counter(f"startups_total:{outcome}:{unit}")
+            for outcome in ("ready", "failed")
+        }
 
     def baseline_id(self, unit: str) -> str | None:
         row = self._db.execute(

@@ -110,6 +110,9 @@ def test_the_merge_is_journalctl_u_in_its_order(merged_journal: Path) -> None:
     got = source_order(source)
     assert len(expected) > 200  # the seed fixture's lines, PID 1's, the coredump
     assert got == expected
+    # What a commit saves once everything is read: the last entry, a PID 1 line here.
+    assert not _is_unit_line(merged_journal, expected[-1])
+    assert source.cursor() == expected[-1]
 
 
 def test_reading_in_batches_changes_nothing(merged_journal: Path) -> None:
@@ -118,6 +121,7 @@ def test_reading_in_batches_changes_nothing(merged_journal: Path) -> None:
         source = opened(merged_journal)
         source.seek_head()
         assert source_order(source, limit) == expected
+        assert source.cursor() == expected[-1]
 
 
 def test_resume_after_any_cursor_reads_each_line_once(merged_journal: Path) -> None:
