@@ -46,6 +46,10 @@ ALERT_NAMES: Final[Mapping[str, str]] = MappingProxyType(
         "moe_config_missing": "SGLangMoEConfigMissing",
         "startup_failed": "SGLangStartupFailed",
         "fact_missing": "SGLangSentinelRulesStale",
+        "decode_throughput_drop": "SGLangDecodeThroughputDropped",
+        "decode_without_cuda_graph": "SGLangDecodeWithoutCudaGraph",
+        "cuda_graph_ceiling": "SGLangCudaGraphCeilingExceeded",
+        "startup_slow": "SGLangStartupSlow",
         "fact_invalid": "SGLangSentinelFactInvalid",
         "startup_stalled": "SGLangStartupStalled",
     }

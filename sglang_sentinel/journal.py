@@ -192,12 +192,37 @@ class JournalSource:
         be compared). A `_BOOT_ID` match is exact. A running daemon never leaves its boot, so
         keeping the match costs nothing; the next start resumes from the saved cursor instead.
         """
-        boot = boot_id if boot_id is not None else current_boot_id()
+        boot = boot_id if boot_id is not None else self.journal_boot(current_boot_id())
         readers = self._readers()
         self._install_matches(boot)
         for reader in readers:
             reader.seek_head()
         self._hold_first()
+
+    def journal_boot(self, kernel_boot: str) -> str:
+        """The boot journald calls this one: `kernel_boot` if the journal has an entry of it,
+        else the boot of the journal's newest entry (else `kernel_boot`).
+
+        They differ in a container (nspawn, LXC): ProtectProc= and ProtectKernelTunables= give
+        the service a fresh /proc whose boot_id is the host kernel's, while the container's
+        journald stamps the container's own `_BOOT_ID`. Found by the end-to-end (tests/e2e/).
+        Leaves the reader without matches; the caller installs its own.
+        """
+        reader = self.reader
+        reader.flush_matches()
+        try:
+            reader.add_match(_BOOT_ID=kernel_boot)
+            reader.seek_head()
+            if reader._next():
+                return kernel_boot
+            reader.flush_matches()
+            reader.seek_tail()
+            if reader._previous():
+                _usec, boot = reader._get_monotonic()  # the raw 16 bytes of _BOOT_ID
+                return bytes(boot).hex()
+            return kernel_boot
+        finally:
+            reader.flush_matches()
 
     def seek_cursor(self, cursor: str) -> bool:
         """Resume after `cursor`. Returns False when its entry is gone and we continue after it."""

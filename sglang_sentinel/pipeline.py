@@ -18,6 +18,7 @@ from .errors import StateError
 from .journal import JournalSource
 from .model import Comparison, JournalEntry, RuleMatch, StartupRecord, Stats
 from .rules import RuleSet, default_rules_dir, load_rules
+from .runtime_checks import decode_settings
 from .startups import StartupTracker
 from .state import StateStore
 
@@ -156,6 +157,8 @@ class Pipeline:
     ) -> int:
         """Feed the entries available now (at most `limit`, and only until the monotonic
         `deadline` or `stop()`); returns how many were read."""
+        # The policy may have been reloaded (SIGHUP); decode warm-up is the one part the tracker uses.
+        self.tracker.decode_warmup_seconds = decode_settings(self.policy).warmup_seconds
         # Most lines come as raw bytes (a line of the invocation just seen); see JournalSource.lines.
         items: Iterable[JournalEntry | bytes] = self.source.lines(limit)
         cut: list[bool] = []

@@ -546,6 +546,7 @@ def record_to_dict(record: StartupRecord) -> dict[str, Any]:
         "server_args": _plain(dict(record.server_args)),
         "rule_hits": dict(record.rule_hits),
         "runtime": dict(record.runtime),
+        "decode": _plain(dict(record.decode)),
         "notes": list(record.notes),
     }
 
@@ -569,6 +570,7 @@ def record_from_json(text: str) -> StartupRecord:
         ended_at=d["ended_at"],
         rule_hits=d.get("rule_hits", {}),
         runtime=d.get("runtime", {}),
+        decode=d.get("decode", {}),
         notes=tuple(d.get("notes", ())),
     )
 

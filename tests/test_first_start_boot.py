@@ -102,3 +102,24 @@ def test_boot_id_file_is_read_without_dashes_and_a_missing_one_is_named(tmp_path
     assert current_boot_id(path) == "5d1b2a0c9e8f4f7a8b6c5d4e3f2a1b0c"
     with pytest.raises(JournalError, match=f"cannot read the boot id from {tmp_path}/missing"):
         current_boot_id(tmp_path / "missing")
+
+
+def test_a_kernel_boot_the_journal_never_saw_falls_back_to_the_newest_entrys_boot(
+    tmp_path: Path,
+) -> None:
+    """In a container the service's fresh /proc shows the host kernel's boot id, not the one the
+    container's journald stamps: "this boot" is then the newest entry's (found under nspawn)."""
+    journal = multi_boot_journal(tmp_path, CURRENT_BOOT)
+    assert current_boot_id() != CURRENT_BOOT  # the running kernel's boot is not in this journal
+    assert first_start(journal, tmp_path / "s", None) == [26]
+    source = JournalSource([UNIT], directory=journal)
+    source.open()
+    assert source.journal_boot("f" * 32) == CURRENT_BOOT
+    assert source.journal_boot(EARLIER_BOOT) == EARLIER_BOOT
+    source.close()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    source = JournalSource([UNIT], directory=empty)
+    source.open()
+    assert source.journal_boot("f" * 32) == "f" * 32
+    source.close()
