@@ -26,7 +26,8 @@ from systemd import daemon as sd
 from . import __version__
 from .alerts import AlertPusher, default_instance
 from .compare import stall_after
-from .config import Config, load_config
+from .config import load_config
+from .config_schema import Config
 from .errors import ConfigError, JournalError, RuleError, SentinelError
 from .html import collect_status, render_page
 from .httpserver import BoundedWSGIServer, make_metrics_server
