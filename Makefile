@@ -1,7 +1,7 @@
 # The README's commands. Every target uses .venv/bin/... directly; bootstrap prepares it.
 BIN := .venv/bin
 
-.PHONY: bootstrap demo test check bench bench-smoke ci dashboard e2e
+.PHONY: bootstrap demo test check bench bench-smoke ci dashboard e2e soak
 
 bootstrap:
 	bash scripts/bootstrap.sh
@@ -30,6 +30,13 @@ bench: bootstrap
 bench-smoke: bootstrap
 	@if [ -f bench/__main__.py ]; then $(BIN)/python -m bench --smoke; \
 	else echo "bench-smoke: skipped, bench/__main__.py does not exist yet" >&2; fi
+
+# The fault suite at full length (minutes): >= 100 SIGKILLs of a following daemon, 10^6
+# generated hostile lines; `make test` runs the same tests shorter.
+soak: bootstrap
+	SENTINEL_SOAK_KILLS=100 SENTINEL_HOSTILE_LINES=1000000 $(BIN)/pytest -q -s \
+		tests/test_daemon_crash.py tests/test_hostile_lines.py tests/test_faults.py \
+		tests/test_state_faults.py tests/test_clock.py
 
 ci: bootstrap
 	$(MAKE) --no-print-directory check

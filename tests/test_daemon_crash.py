@@ -26,9 +26,10 @@ from sentinelproc import cli_stdout, free_port, popen_sentinel, stop, wait_until
 # per unit name and host-wide, so another root test session on the host cannot interfere.
 UNIT = f"sglang-crash-{os.getpid()}.service"
 SEED = 20260309
-MIN_STARTUPS = 20
-MIN_KILLS = 10
-MAX_STARTUPS = 80  # bounds the run if kills come slowly
+# `make soak` raises these (SENTINEL_SOAK_KILLS=100): the same test, ten times the kills.
+MIN_KILLS = int(os.environ.get("SENTINEL_SOAK_KILLS", "10"))
+MIN_STARTUPS = max(20, 2 * MIN_KILLS)
+MAX_STARTUPS = 8 * MIN_STARTUPS  # bounds the run if kills come slowly
 EXPECTED_MRR = {1: 48, 2: 26}
 
 
