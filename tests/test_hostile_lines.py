@@ -105,9 +105,11 @@ def test_hostile_lines_never_raise_in_any_stage(
         ]
         now_us = inv * 1000 + 1
         for raw in batch:
-            t0 = time.perf_counter()
+            # CPU time of this thread: the work one line costs, not the time another process
+            # had the core (this machine runs other jobs; wall time would measure them).
+            t0 = time.thread_time()
             tracker.feed_lines([raw], lambda: now_us)  # noqa: B023 (called at once, inside)
-            dt = time.perf_counter() - t0
+            dt = time.thread_time() - t0
             if dt > worst[0]:
                 worst = (dt, raw[:80].decode("utf-8", "replace"))
         n += len(batch)
@@ -121,7 +123,7 @@ def test_hostile_lines_never_raise_in_any_stage(
     with capsys.disabled():
         print(
             f"\n[hostile] {n} lines in {inv} startups, {elapsed:.1f} s "
-            f"({elapsed / n * 1e6:.0f} µs/line incl. store), worst line {worst[0] * 1e3:.1f} ms"
+            f"({elapsed / n * 1e6:.0f} µs/line incl. store), worst line {worst[0] * 1e3:.1f} ms CPU"
         )
     assert errors == []
     assert worst[0] < WORST_LINE_S, worst
