@@ -1,16 +1,25 @@
 # The README's commands. Every target uses .venv/bin/... directly; bootstrap prepares it.
 BIN := .venv/bin
 
-.PHONY: bootstrap demo test check bench bench-smoke ci dashboard e2e soak
+.PHONY: bootstrap bootstrap-test demo test test-pythons check bench bench-smoke ci dashboard e2e soak
 
+# What demo and check need; bootstrap-test adds the test peers (prometheus, alertmanager,
+# mtail, sqlite3), used as binaries with their services left disabled.
 bootstrap:
 	bash scripts/bootstrap.sh
+
+bootstrap-test:
+	bash scripts/bootstrap.sh --test-peers
 
 demo: bootstrap
 	bash scripts/demo.sh
 
-test: bootstrap
+test: bootstrap-test
 	$(BIN)/pytest -q
+
+# The suite on every supported Python (3.10-3.13, pyenv builds), one venv each in .venvs/.
+test-pythons: bootstrap-test
+	bash scripts/test-pythons.sh
 
 check: bootstrap
 	$(BIN)/ruff check .
@@ -23,24 +32,28 @@ check: bootstrap
 dashboard: bootstrap
 	$(BIN)/python -m sglang_sentinel.grafana
 
-bench: bootstrap
+bench: bootstrap-test
 	$(BIN)/python -m bench
+	$(BIN)/python -m bench.decode
 
 # A few-second benchmark run for CI, once bench/ has an entry point.
-bench-smoke: bootstrap
+bench-smoke: bootstrap-test
 	@if [ -f bench/__main__.py ]; then $(BIN)/python -m bench --smoke; \
 	else echo "bench-smoke: skipped, bench/__main__.py does not exist yet" >&2; fi
+	$(BIN)/python -m bench.decode --smoke
 
 # The fault suite at full length (minutes): >= 100 SIGKILLs of a following daemon, 10^6
 # generated hostile lines; `make test` runs the same tests shorter.
-soak: bootstrap
+soak: bootstrap-test
 	SENTINEL_SOAK_KILLS=100 SENTINEL_HOSTILE_LINES=1000000 $(BIN)/pytest -q -s \
 		tests/test_daemon_crash.py tests/test_hostile_lines.py tests/test_faults.py \
-		tests/test_state_faults.py tests/test_clock.py
+		tests/test_state_faults.py tests/test_clock.py tests/test_fault_suite.py
 
-ci: bootstrap
+ci: bootstrap-test
 	$(MAKE) --no-print-directory check
 	$(MAKE) --no-print-directory test
+	@# make test has just run the suite on .venv's Python; the other supported ones follow.
+	bash scripts/test-pythons.sh --skip-python $(BIN)/python
 	$(MAKE) --no-print-directory bench-smoke
 
 # The end-to-end under a real systemd PID 1 (as root): Debian 12 and 13 roots booted with

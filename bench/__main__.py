@@ -28,7 +28,8 @@ from . import generate
 from .measure import Run, run_pipeline, run_steps
 
 REPO = Path(__file__).resolve().parent.parent
-BIN = REPO / ".venv" / "bin"
+# The running venv's bin/ (.venv, or one of make test-pythons' venvs).
+BIN = Path(sys.executable).parent
 RESULTS = Path(__file__).resolve().parent / "results"
 MTAIL_PROGS = Path(__file__).resolve().parent / "mtail"
 FLOOR = Path(__file__).resolve().parent / "floor.py"

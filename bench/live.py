@@ -28,7 +28,6 @@ from .floor import read_floor
 from .measure import proc_cpu_seconds
 
 REPO = Path(__file__).resolve().parent.parent
-LIVE_UNIT = "sglang-live.service"
 _JOURNALD_CONF = "[Journal]\nRateLimitIntervalSec=0\nRateLimitBurst=0\n"
 
 
@@ -102,7 +101,9 @@ def measure_live(rate: int, seconds: float, workdir: Path) -> dict[str, Any]:
     sys.path.insert(0, str(REPO / "tests"))
     import journaltools
 
-    namespace = f"sentinel-bench-{os.getpid()}"
+    # A unit name unique to this run: its cgroup and invocation-id symlink are host-wide.
+    live_unit = journaltools.unique_unit("sglang-live")
+    namespace = f"sentinel-bench-{journaltools.RUN_ID}"
     conf = Path(f"/etc/systemd/journald@{namespace}.conf")
     conf.parent.mkdir(parents=True, exist_ok=True)
     conf.write_text(_JOURNALD_CONF)
@@ -115,14 +116,14 @@ def measure_live(rate: int, seconds: float, workdir: Path) -> dict[str, Any]:
         err = (workdir / "live-sentinel.stderr").open("wb")
         sentinel = subprocess.Popen(
             [
-                str(REPO / ".venv/bin/sentinel"),
+                str(Path(sys.executable).with_name("sentinel")),
                 "run",
                 "--journal-dir",
                 str(daemon.journal_dir),
                 "--state-dir",
                 str(state),
                 "--unit",
-                LIVE_UNIT,
+                live_unit,
                 "--listen",
                 f"127.0.0.1:{port}",
             ],
@@ -145,7 +146,7 @@ def measure_live(rate: int, seconds: float, workdir: Path) -> dict[str, Any]:
         t0 = time.time()
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         writer_proc = daemon.run_in_unit(
-            LIVE_UNIT,
+            live_unit,
             [
                 sys.executable,
                 "-m",
@@ -189,7 +190,7 @@ def measure_live(rate: int, seconds: float, workdir: Path) -> dict[str, Any]:
             time.sleep(0.05)
         catch_up = time.time() - t_writer_done
         # And every line arrived (journald's rate limit is off; nothing may be dropped).
-        in_journal = read_floor(str(daemon.journal_dir), LIVE_UNIT)
+        in_journal = read_floor(str(daemon.journal_dir), live_unit)
         lags = [s["lag_s"] for s in samples if s["lag_s"] is not None]
         # Lag while the writer runs at full rate (the first second is the startup burst).
         steady = [s["lag_s"] for s in samples if s["lag_s"] is not None and s["t"] >= 2.0]

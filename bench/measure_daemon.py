@@ -54,7 +54,10 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 sys.path.insert(0, str(TESTS))
 
-UNIT = "sglang-bench.service"
+import journaltools  # noqa: E402  (tests/ is not a package)
+
+# A unit name unique to this run: its cgroup and invocation-id symlink are host-wide.
+UNIT = journaltools.unique_unit("sglang-bench")
 MARKER = re.compile(rb"gen throughput \(token/s\): (\d+\.\d+)")
 DECODE_BASE = 10_000.0
 
@@ -206,7 +209,6 @@ def main(argv: list[str] | None = None) -> int:
         print("measure_daemon: needs root (standalone journald, cgroups)", file=sys.stderr)
         return 2
 
-    import journaltools
     import standin_sglang
 
     work = Path(f"/tmp/sentinel-bench-{os.getpid()}")
@@ -270,7 +272,9 @@ def main(argv: list[str] | None = None) -> int:
 
             # (i) idle CPU. A journald namespace instance exits after ~30 s without clients; a
             # connected stdout stream that never writes keeps it up without logging anything.
-            keepalive = jd.run_in_unit("sentinel-bench-keepalive.service", ["sleep", "infinity"])
+            keepalive = jd.run_in_unit(
+                journaltools.unique_unit("sentinel-bench-keepalive"), ["sleep", "infinity"]
+            )
             procs.append(keepalive)
             t0, c0 = time.monotonic(), cpu_seconds(daemon.pid)
             time.sleep(args.idle_seconds)  # the measurement window itself

@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
-# Make this checkout ready to test, demo and bench: system packages and .venv.
+# Make this checkout ready for a command: system packages and .venv.
+#
+#   scripts/bootstrap.sh               what `make demo` and `make check` need
+#   scripts/bootstrap.sh --test-peers  also the real binaries the tests and benchmarks cross
+#                                      into (prometheus, prometheus-alertmanager, mtail, sqlite3)
+#
 # Idempotent and quick when everything is already there. Run as root on a fresh Debian 12.
+# Test peers are used as binaries only: a peer package this script installs gets its services
+# disabled again (Debian's postinst enables prometheus and prometheus-alertmanager), so nothing
+# of it starts now (policy-rc.d) or on the next boot.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -8,11 +16,20 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 say() { printf 'bootstrap: %s\n' "$*" >&2; }
 
 # make: runs the targets; gcc, pkg-config, libsystemd-dev: build systemd-python (no wheels);
-# systemd: journalctl, systemd-journald, systemd-analyze; systemd-journal-remote: export -> journal;
-# prometheus, prometheus-alertmanager, mtail, sqlite3: the real binaries the tests cross into;
-# chromium, fonts-dejavu-core: the status page's browser test (headless, with known glyphs).
-APT_PACKAGES=(make gcc pkg-config libsystemd-dev systemd systemd-journal-remote
-    prometheus prometheus-alertmanager mtail sqlite3 chromium fonts-dejavu-core)
+# systemd: journalctl, systemd-journald, systemd-analyze; systemd-journal-remote: export -> journal.
+APT_PACKAGES=(make gcc pkg-config libsystemd-dev systemd systemd-journal-remote)
+# What only the tests and benchmarks use: prometheus, prometheus-alertmanager, mtail, sqlite3,
+# the real binaries they cross into; chromium, fonts-dejavu-core: the status page's browser test
+# (headless, with known glyphs).
+PEER_PACKAGES=(prometheus prometheus-alertmanager mtail sqlite3 chromium fonts-dejavu-core)
+case "${1:-}" in
+    --test-peers) APT_PACKAGES+=("${PEER_PACKAGES[@]}") ;;
+    "") ;;
+    *)
+        say "usage: $0 [--test-peers]"
+        exit 2
+        ;;
+esac
 PYTHON=${PYTHON:-python3}
 
 missing=()
@@ -58,10 +75,29 @@ if ((${#missing[@]})); then
         exit 1
     fi
     rm -f "$log"
+    # Debian enables the services of what it installs (deb-systemd-helper symlinks in
+    # /etc/systemd/system/*.wants); a test peer must not start on the next boot. Only the
+    # packages installed just now: a peer the host already had is the host's business.
+    systemd_dir=${SENTINEL_SYSTEMD_DIR:-/etc/systemd/system}  # tests point it elsewhere
+    for pkg in "${missing[@]}"; do
+        [[ " ${PEER_PACKAGES[*]} " == *" $pkg "* ]] || continue
+        while read -r unit; do
+            [[ -n $unit ]] || continue
+            unit=${unit##*/}
+            # deb-systemd-helper, not systemctl: no PID 1 needed, and package upgrades keep the
+            # unit disabled instead of enabling it again.
+            DPKG_MAINTSCRIPT_PACKAGE=$pkg deb-systemd-helper disable "$unit"
+            if compgen -G "$systemd_dir/*.wants/$unit" >/dev/null; then
+                say "could not disable $unit: $(echo "$systemd_dir"/*.wants/"$unit")"
+                exit 1
+            fi
+            say "disabled $unit (installed as a test peer, used as a binary only)"
+        done < <(dpkg -L "$pkg" | grep -E '^/(usr/)?lib/systemd/system/[^/]+\.(service|socket|timer)$' || true)
+    done
 fi
 
-if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
-    say "$("$PYTHON" --version 2>&1) is too old: need Python 3.11+ (set PYTHON=...)"
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
+    say "$("$PYTHON" --version 2>&1) is too old: need Python 3.10+ (set PYTHON=...)"
     exit 1
 fi
 

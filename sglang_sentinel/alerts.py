@@ -20,7 +20,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from email.message import Message
 from types import MappingProxyType
 from typing import IO, Any, Final, Protocol
@@ -46,6 +46,10 @@ ALERT_NAMES: Final[Mapping[str, str]] = MappingProxyType(
         "moe_config_missing": "SGLangMoEConfigMissing",
         "startup_failed": "SGLangStartupFailed",
         "fact_missing": "SGLangSentinelRulesStale",
+        "decode_throughput_drop": "SGLangDecodeThroughputDropped",
+        "decode_without_cuda_graph": "SGLangDecodeWithoutCudaGraph",
+        "cuda_graph_ceiling": "SGLangCudaGraphCeilingExceeded",
+        "startup_slow": "SGLangStartupSlow",
         "fact_invalid": "SGLangSentinelFactInvalid",
         "startup_stalled": "SGLangStartupStalled",
     }
@@ -102,7 +106,7 @@ def urllib_post(
 
 def rfc3339(ts: float) -> str:
     """Unix seconds as RFC 3339 UTC with milliseconds, e.g. 2026-03-09T21:34:27.000Z."""
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
 def alert_name(check: str) -> str:

@@ -27,7 +27,7 @@ from .compare import Policy, common_evidence
 from .config import Config, config_to_dict, load_config
 from .errors import ConfigError, JournalError, NoDataError, RuleError, SentinelError, UsageError
 from .journal import JournalSource
-from .logs import configure_logging
+from .logs import configure_logging, print_error
 from .model import SEVERITY_ORDER, Comparison, StartupRecord
 from .pipeline import Pipeline, evaluate, load_rules_and_policy, source_key
 from .report import render_diff, render_report, render_startups, scan_json, startup_json
@@ -566,7 +566,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print_error(f"error: {exc}")
         return EXIT_USAGE
     configure_logging("auto", "warning" if args.command != "run" else "info")
     try:
@@ -574,26 +574,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_rules_check(args)
         return COMMANDS[args.command](args)
     except RuleError as exc:
-        print("error: invalid rules:\n" + "\n".join(exc.problems), file=sys.stderr)
+        print_error("error: invalid rules:\n" + "\n".join(exc.problems))
         return EXIT_USAGE
     except ConfigError as exc:
-        print("error: invalid configuration:\n  " + "\n  ".join(exc.problems), file=sys.stderr)
+        print_error("error: invalid configuration:\n  " + "\n  ".join(exc.problems))
         return EXIT_USAGE
     except sqlite3.DatabaseError as exc:  # corruption found past the open-time check
         print(f"error: {broken_database(_state_path(args), exc)}", file=sys.stderr)
         return EXIT_USAGE
     except (UsageError, NoDataError, JournalError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print_error(f"error: {exc}")
         return EXIT_USAGE
     except SentinelError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print_error(f"error: {exc}")
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:  # the one place a bug becomes exit 3 instead of a traceback
-        print(f"internal error: {type(exc).__name__}: {exc} (please report)", file=sys.stderr)
+        print_error(f"internal error: {type(exc).__name__}: {exc} (please report)")
         return EXIT_INTERNAL
 
 

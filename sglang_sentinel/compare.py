@@ -17,6 +17,7 @@ import yaml
 from .errors import ConfigError
 from .fact_ranges import describe
 from .model import Comparison, FactValue, Finding, Severity, StartupRecord
+from .runtime_checks import RUNTIME_CHECKS, RUNTIME_KEYS, decode_result, runtime_findings
 from .serverargs import diff_server_args
 from .serverargs_diff import switch_flags, switched_off_by
 
@@ -28,6 +29,7 @@ CHECKS = (
     "moe_config_missing",
     "startup_failed",
     "fact_missing",
+    *RUNTIME_CHECKS,
     "fact_invalid",
     "startup_stalled",
 )
@@ -44,6 +46,7 @@ _KEYS = {
     "max_running_requests_drop": {"warning_drop_percent", "critical_drop_percent", "enabled"},
     "kv_cache_tokens_drop": {"warning_drop_percent", "critical_drop_percent", "enabled"},
     "fact_missing": {"severity", "facts", "enabled"},
+    **RUNTIME_KEYS,
     "startup_stalled": {"severity", "enabled", "baseline_multiple", "min_seconds"},
 }
 # Checks whose severity grows with the size of the drop, and the tiers they pass through.
@@ -214,6 +217,10 @@ def _validate_policy(checks: Mapping[str, Mapping[str, Any]]) -> list[tuple[str,
                 isinstance(value, list) and all(isinstance(v, str) for v in value)
             ):
                 problems.append((path, "must be a list of fact names"))
+            elif key in ("warmup_seconds", "slower_seconds", "min_samples") and (
+                not isinstance(value, int | float) or isinstance(value, bool) or value < 0
+            ):
+                problems.append((path, f"must be a number >= 0; got {value!r}"))
             elif key in ("baseline_multiple", "min_seconds") and (
                 not isinstance(value, int | float)
                 or isinstance(value, bool)
@@ -254,6 +261,7 @@ def compare(
                 evidence=evidence,
             )
         )
+    decode = decode_result(record, baseline if baseline is not record else None, policy)
     # Only the fact_invalid notes: a record carries other notes too (clock_skew).
     invalid = tuple(n for n in record.notes if n.startswith("fact_invalid: "))
     if invalid and record.outcome != "starting" and policy.enabled("fact_invalid"):
@@ -269,7 +277,9 @@ def compare(
             )
         )
     if record.outcome != "ready" or baseline is None or baseline is record:
-        return Comparison(record, baseline, kind if baseline else None, tuple(findings))
+        return Comparison(
+            record, baseline, kind if baseline else None, tuple(findings), decode=decode
+        )
     for check, (fact, label) in _DROP_CHECKS.items():
         f = _drop_finding(check, fact, label, record, baseline, policy, evidence)
         if f:
@@ -284,7 +294,8 @@ def compare(
     f = _missing_finding(record, baseline, policy)
     if f:
         findings.append(f)
-    return Comparison(record, baseline, kind, tuple(findings))
+    findings.extend(runtime_findings(record, baseline, policy, evidence, decode))
+    return Comparison(record, baseline, kind, tuple(findings), decode=decode)
 
 
 def stall_after(baseline: StartupRecord | None, policy: Policy) -> float:

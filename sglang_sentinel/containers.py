@@ -98,5 +98,10 @@ class PartialLines:
         head += raw[: max(MAX_LINE_BYTES - len(head), 0)]
         return bytes(head)
 
+    @property
+    def pending(self) -> bool:
+        """True while pieces wait for the rest of their line."""
+        return bool(self._pending)
+
     def clear(self) -> None:
         self._pending.clear()

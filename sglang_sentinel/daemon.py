@@ -138,6 +138,7 @@ class Daemon:
         self.pusher: AlertPusher | None = None
         # unit -> open check id -> invocation (8 hex), for finding_raised / finding_cleared
         self._open_findings: dict[str, dict[str, str]] = {}
+        self._pins: dict[str, str] = {}  # unit -> pinned invocation, to log the CLI's (un)pins
         # The page reads through its own connection: it sees committed state only and never
         # shares the writer's connection (or the collector's lock) with HTTP threads.
         self._page_lock = threading.Lock()
@@ -256,6 +257,7 @@ class Daemon:
         )
         self.stats.cursor_resets = self.store.counter("cursor_resets")
         self.publish()
+        self._remember_announced()
         self.serve()
         self._restart_pusher()
         wake_r, wake_w = os.pipe()
@@ -406,6 +408,39 @@ class Daemon:
             self.publish()
             self._sync_findings()
 
+    def _remember_announced(self) -> None:
+        """Take what an earlier run already logged from the state: the recent startups' outcomes
+        and findings, each unit's open findings and the pins. A restart (or a replay after a
+        cursor reset) then logs startup_recorded / finding_raised only for what is new."""
+        for r in self.store.startups(self.config.units)[-ANNOUNCED_KEPT:]:
+            if r.outcome == "starting":
+                continue
+            row = self.store.comparison_row(r.invocation_id)
+            self._announced[r.invocation_id] = (
+                r.outcome,
+                tuple(f.check for f in row[2]) if row else (),
+            )
+        for view in self.views():  # as _sync_findings computes a unit's open set
+            now: dict[str, str] = {}
+            for c in (view.comparison, view.starting):
+                if c is not None:
+                    now.update({f.check: c.record.invocation_id[:8] for f in c.findings})
+            self._open_findings[view.unit] = now
+        # From now on a commit by another process (the CLI's pin) changes data_version.
+        self._data_version = self.store.data_version()
+        self._pins = {unit: inv for unit, (inv, _) in self.store.baselines().items()}
+
+    def _log_pin_changes(self) -> None:
+        """baseline_pinned / baseline_unpinned for pins another process (the CLI) changed."""
+        pins = {unit: inv for unit, (inv, _) in self.store.baselines().items()}
+        for unit in sorted(self.config.units):
+            before, now = self._pins.get(unit), pins.get(unit)
+            if now is not None and now != before:
+                log.info("baseline_pinned", unit=unit, invocation=now[:8])
+            elif now is None and before is not None:
+                log.info("baseline_unpinned", unit=unit, invocation=before[:8])
+        self._pins = pins
+
     def _sync_findings(self) -> None:
         """Log findings raised/cleared per unit and hand the open set to the alert pusher.
 
@@ -459,6 +494,7 @@ class Daemon:
             self.publish()
             if self._data_version != -1:
                 log.info("state_changed_externally", reason="baseline pinned or unpinned")
+                self._log_pin_changes()
                 self._sync_findings()
             self._data_version = version
         # The stall timer (the loop wakes at least every HOUSEKEEPING_S): a startup that logs

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from html import escape
 
 from .compare import Policy
@@ -484,11 +484,11 @@ def _ordered(findings: Sequence[Finding]) -> list[Finding]:
 
 
 def _utc(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _day(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%m-%d %H:%M")
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%m-%d %H:%M")
 
 
 def _model(r: StartupRecord) -> str:

@@ -30,6 +30,16 @@ _COREDUMP_MESSAGE_ID = "fc2e22bc6ee647b6b90729ab34a250b1"
 _MAX_BAD_IN_A_ROW = 10_000
 
 log = structlog.get_logger("sglang_sentinel")
+BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
+
+
+def current_boot_id(path: Path = BOOT_ID_FILE) -> str:
+    """This boot's id as the journal's `_BOOT_ID` spells it: 32 hex digits, no dashes."""
+    try:
+        text = path.read_text(encoding="ascii")
+    except OSError as exc:
+        raise JournalError(f"cannot read the boot id from {path}: {exc.strerror or exc}") from exc
+    return text.strip().replace("-", "")
 
 
 class JournalSource:
@@ -50,6 +60,7 @@ class JournalSource:
         self._unit_set = frozenset(plain)
         self._containers = frozenset(containers)
         self._partials = PartialLines()
+        self._last_start: bytes | None = None  # set by _entry for a container start's line
         self.directory = directory
         self.files = tuple(files)
         self._reader: Any = None
@@ -101,13 +112,48 @@ class JournalSource:
         self._partials.clear()
         self.reader.seek_realtime(seconds)
 
-    def seek_boot_start(self) -> None:
-        """Position before the first entry of the current boot (what `journalctl -b` shows)."""
+    def seek_boot_start(self, boot_id: str | None = None) -> None:
+        """Position before the first entry of boot `boot_id` (default: the current one) and read
+        only that boot from then on, as `journalctl -b -u UNIT` does.
+
+        Not `seek_monotonic(0)`: on a persistent journal whose archived files hold earlier boots,
+        that lands on an earlier boot's first entry (monotonic times of different boots cannot
+        be compared). A `_BOOT_ID` match is exact. A running daemon never leaves its boot, so
+        keeping the match costs nothing; the next start resumes from the saved cursor instead.
+        """
         self._partials.clear()
+        boot = boot_id if boot_id is not None else self.journal_boot(current_boot_id())
+        reader = self.reader
+        reader.flush_matches()
+        add_unit_matches(reader, self.units)
+        reader.add_conjunction()
+        reader.add_match(_BOOT_ID=boot)
+        reader.seek_head()
+
+    def journal_boot(self, kernel_boot: str) -> str:
+        """The boot journald calls this one: `kernel_boot` if the journal has an entry of it,
+        else the boot of the journal's newest entry (else `kernel_boot`).
+
+        They differ in a container (nspawn, LXC): ProtectProc= and ProtectKernelTunables= give
+        the service a fresh /proc whose boot_id is the host kernel's, while the container's
+        journald stamps the container's own `_BOOT_ID`. Found by the end-to-end (tests/e2e/).
+        Leaves the reader without matches; the caller installs its own.
+        """
+        reader = self.reader
+        reader.flush_matches()
         try:
-            self.reader.seek_monotonic(0)
-        except (OSError, ValueError):
-            self.reader.seek_head()
+            reader.add_match(_BOOT_ID=kernel_boot)
+            reader.seek_head()
+            if reader._next():
+                return kernel_boot
+            reader.flush_matches()
+            reader.seek_tail()
+            if reader._previous():
+                _usec, boot = reader._get_monotonic()  # the raw 16 bytes of _BOOT_ID
+                return bytes(boot).hex()
+            return kernel_boot
+        finally:
+            reader.flush_matches()
 
     def seek_cursor(self, cursor: str) -> bool:
         """Resume after `cursor`. Returns False when its entry is gone and we continue after it."""
@@ -160,6 +206,9 @@ class JournalSource:
         # The raw _SYSTEMD_INVOCATION_ID of the last service entry yielded; an invocation id
         # belongs to one unit, so an equal one means the same unit and invocation.
         context: bytes | None = None
+        # The raw CONTAINER_LOG_EPOCH of the last container entry yielded: one per start of
+        # one container, so it does for containers what the invocation id does for units.
+        start: bytes | None = None
         count = 0
         bad_in_a_row = 0
         try:
@@ -195,8 +244,12 @@ class JournalSource:
                 if inv_raw is not None and inv_raw == context:
                     yield raw
                     continue
+                if start is not None and self._continues_start(start):
+                    yield raw  # the next whole line of the container start just yielded
+                    continue
                 entry, own = self._entry(raw, inv_raw)
                 context = inv_raw if own else None
+                start = self._last_start
                 if entry is not None:
                     yield entry
         finally:
@@ -208,6 +261,7 @@ class JournalSource:
     def _entry(self, raw: bytes, inv_raw: bytes | None) -> tuple[JournalEntry | None, bool]:
         """The full record of one entry, and whether it is a watched unit's own line."""
         get = self.reader._get
+        self._last_start = None
         units = self._unit_set
         try:
             unit = get("_SYSTEMD_UNIT").decode("utf-8", "replace")
@@ -266,15 +320,37 @@ class JournalSource:
         )
         if line is None:
             return None  # a piece of a longer line; the entry with its last piece yields it
+        epoch = _first(get, ("CONTAINER_LOG_EPOCH",))
+        self._last_start = epoch.encode() if epoch else None
         return JournalEntry(
             unit=target,
             message=clean_message(line),
             realtime_us=self.realtime_us(),
-            invocation_id=start_id(
-                _first(get, ("CONTAINER_ID_FULL",)) or "",
-                _first(get, ("CONTAINER_LOG_EPOCH",)),
-            ),
+            invocation_id=start_id(_first(get, ("CONTAINER_ID_FULL",)) or "", epoch),
         )
+
+    def _continues_start(self, start: bytes) -> bool:
+        """The entry is a whole line (no piece) of the container start whose epoch is `start`."""
+        if self._partials.pending:
+            return False  # this entry may end a split line: join it the slow way
+        get = self.reader._get
+        try:
+            if get("CONTAINER_LOG_EPOCH") != start:
+                return False
+        except KeyError:
+            return False
+        for name in ("CONTAINER_PARTIAL_ID", "CONTAINER_PARTIAL_MESSAGE"):
+            try:
+                get(name)
+            except KeyError:
+                continue
+            return False
+        return True
+
+    @property
+    def partial_pending(self) -> bool:
+        """Pieces of a container line read but not yielded yet (the cursor is past them)."""
+        return self._partials.pending
 
     def realtime_us(self) -> int:
         """The realtime timestamp (µs) of the entry the reader is on."""

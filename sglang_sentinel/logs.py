@@ -1,11 +1,15 @@
 """structlog setup: JSON lines off a terminal, a readable console on one; always to stderr.
 
-stdout is reserved for command output (reports, `--json`), so logs never go there.
+stdout is reserved for command output (reports, `--json`), so logs never go there. When stderr is
+connected to the journal (systemd's `JOURNAL_STREAM`), every line starts with its syslog level,
+`<4>` for a warning, which journald (SyslogLevelPrefix=yes, the default) strips and stores as the
+entry's PRIORITY: `journalctl -p warning -u sglang-sentinel` then shows warnings and errors.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Mapping
 from typing import Any, TextIO
@@ -23,6 +27,15 @@ _LEVELS: Mapping[str, int] = {
     "warning": logging.WARNING,
     "error": logging.ERROR,
 }
+# syslog(3) levels by structlog level name (add_log_level's names; "exception" is "error").
+PRIORITIES: Mapping[str, int] = {
+    "debug": 7,
+    "info": 6,
+    "warning": 4,
+    "error": 3,
+    "critical": 2,
+}
+ERR = 3  # an error message of the CLI itself (`error: invalid rules: ...`)
 # Nested values deeper than this are rendered as-is rather than walked; log context is shallow.
 _MAX_DEPTH = 8
 
@@ -54,6 +67,46 @@ def _is_tty(stream: TextIO) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):  # closed or file-like without isatty
         return False
+
+
+def journal_stream_connected(stream: TextIO | None = None) -> bool:
+    """True when `stream` (default: stderr) is the journal stream systemd connected us to.
+
+    systemd sets JOURNAL_STREAM=DEVICE:INODE of that stream (systemd.exec(5)); a stderr
+    redirected elsewhere by the user (a file, a pipe, a terminal) has another device or inode.
+    """
+    expected = os.environ.get("JOURNAL_STREAM", "")
+    dev, _, ino = expected.partition(":")
+    if not (dev.isdigit() and ino.isdigit()):
+        return False
+    out = sys.stderr if stream is None else stream
+    try:
+        st = os.fstat(out.fileno())
+    except (AttributeError, OSError, ValueError):  # closed, or a file-like object without an fd
+        return False
+    return (st.st_dev, st.st_ino) == (int(dev), int(ino))
+
+
+def with_priority(text: str, priority: int) -> str:
+    """Each line of `text` prefixed with `<priority>`, as journald's SyslogLevelPrefix reads it."""
+    return "\n".join(f"<{priority}>{line}" for line in text.split("\n"))
+
+
+def print_error(text: str, priority: int = ERR) -> None:
+    """Print a message of the CLI to stderr; on the journal, at syslog level `priority`."""
+    if journal_stream_connected():
+        text = with_priority(text, priority)
+    print(text, file=sys.stderr)
+
+
+def _prefixed(renderer: Processor) -> Processor:
+    """Wrap a renderer so its text carries the event's syslog level on every line."""
+
+    def render(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> Any:
+        priority = PRIORITIES.get(str(event_dict.get("level", "info")), 6)
+        return with_priority(str(renderer(logger, method_name, event_dict)), priority)
+
+    return render
 
 
 class _CurrentStderr:
@@ -91,6 +144,8 @@ def configure_logging(fmt: str = "auto", level: str = "info", stream: TextIO | N
         renderer = structlog.dev.ConsoleRenderer(
             colors=tty, exception_formatter=structlog.dev.plain_traceback
         )
+    if journal_stream_connected(out):
+        renderer = _prefixed(renderer)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,

@@ -23,6 +23,7 @@ from prometheus_client.registry import Collector
 from . import __version__
 from .baseline_file import model_label, record_sha256, tp_label
 from .compare import CHECKS, Policy, reached_tiers
+from .decode_metrics import decode_metrics
 from .model import Comparison, FactValue, StartupRecord, Stats
 
 PREFIX = "sglang_sentinel_"
@@ -149,6 +150,7 @@ class SentinelCollector(Collector):
             views = list(self._views())
             pinned = self._pinned()
         yield from self._startup_metrics(views, pinned)
+        yield from decode_metrics(views)
         yield from self._self_metrics()
 
     def _startup_metrics(self, views: Sequence[UnitView], pinned: set[str]) -> Iterator[Metric]:

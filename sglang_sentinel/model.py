@@ -15,7 +15,15 @@ FactValue = int | float | bool | str | tuple[str, ...] | None
 
 # Facts that batch lines report after ready; they describe load, not the startup.
 RUNTIME_FACTS = frozenset(
-    {"gen_throughput", "input_throughput", "running_requests", "queued_requests", "token_usage"}
+    {
+        "gen_throughput",
+        "input_throughput",
+        "running_requests",
+        "queued_requests",
+        "token_usage",
+        "retracted_requests",
+        "out_of_memory",
+    }
 )
 
 # The facts every startup record carries (None when not seen), in report order.
@@ -48,6 +56,9 @@ STARTUP_FACTS = (
     "model_arch",
     "attention_backend",
     "kv_cache_dtype",
+    "cuda_graph_max_bs",
+    "mamba_running_cap",
+    "mamba_running_cap_reason",
 )
 
 # Facts that steer the startup tracker instead of being stored as facts.
@@ -149,6 +160,8 @@ class StartupRecord:
     ended_at: float | None = None
     rule_hits: Mapping[str, int] = field(default_factory=dict)  # rule id -> lines matched
     runtime: Mapping[str, FactValue] = field(default_factory=dict)  # latest batch-line values
+    # Clean decode samples, line counts and phase marks (decode.DecodeState.summary()).
+    decode: Mapping[str, Any] = field(default_factory=dict)
     # Why facts are null although a line reported them (fact_ranges.py: not finite, out of range).
     notes: tuple[str, ...] = ()
 
@@ -176,3 +189,5 @@ class Comparison:
     baseline: StartupRecord | None
     baseline_kind: Literal["pinned", "previous"] | None
     findings: tuple[Finding, ...]
+    # Decode throughput at like load against the baseline (the JSON contract's runtime.decode).
+    decode: Mapping[str, Any] = field(default_factory=dict)

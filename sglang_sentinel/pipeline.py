@@ -18,6 +18,7 @@ from .errors import StateError
 from .journal import JournalSource
 from .model import Comparison, JournalEntry, RuleMatch, StartupRecord, Stats
 from .rules import RuleSet, default_rules_dir, load_rules
+from .runtime_checks import decode_settings
 from .startups import StartupTracker
 from .state import StateStore
 
@@ -112,10 +113,17 @@ class Pipeline:
         self.rules = rules
         self.tracker.match_raw = rules.match_raw
 
-    def resume(self, *, from_boot_start: bool = True, max_age_seconds: float | None = None) -> None:
+    def resume(
+        self,
+        *,
+        from_boot_start: bool = True,
+        max_age_seconds: float | None = None,
+        boot_id: str | None = None,
+    ) -> None:
         """Seek to the saved cursor (or the start of this boot) and restore open startups.
 
-        `max_age_seconds` caps how far back reading starts, with or without a cursor.
+        `max_age_seconds` caps how far back reading starts, with or without a cursor. `boot_id`
+        names "this boot" (default: the running kernel's, /proc/sys/kernel/random/boot_id).
         """
         self.tracker.restore(self.store.open_builders())
         cursor = self.store.cursor(self.source_key)
@@ -127,7 +135,7 @@ class Pipeline:
             if oldest is not None:
                 self.source.seek_realtime(oldest)
             elif from_boot_start:
-                self.source.seek_boot_start()
+                self.source.seek_boot_start(boot_id)
             else:
                 self.source.seek_head()
             return
@@ -149,6 +157,8 @@ class Pipeline:
     ) -> int:
         """Feed the entries available now (at most `limit`, and only until the monotonic
         `deadline` or `stop()`); returns how many were read."""
+        # The policy may have been reloaded (SIGHUP); decode warm-up is the one part the tracker uses.
+        self.tracker.decode_warmup_seconds = decode_settings(self.policy).warmup_seconds
         # Most lines come as raw bytes (a line of the invocation just seen); see JournalSource.lines.
         items: Iterable[JournalEntry | bytes] = self.source.lines(limit)
         cut: list[bool] = []
@@ -183,7 +193,8 @@ class Pipeline:
         and keeps every record pending, so the next commit stores them with the cursor.
         """
         now = self._clock()
-        if self.tracker.split_pending:
+        # Docker's 16 KiB pieces of a container line wait in the source the same way.
+        if self.tracker.split_pending or self.source.partial_pending:
             if self._hold_since is None:
                 self._hold_since = now
             if not final and now - self._hold_since < SPLIT_HOLD_SECONDS:

@@ -164,38 +164,38 @@ _WORD_SEPARATORS = re.compile(r"[^a-z0-9]+")
 # Every pattern below starts with a look-behind so that a long run of word characters is scanned
 # once, not once per start position: the scrubbers stay linear on hostile input.
 _URL_CREDENTIALS = re.compile(
-    r"(?<![\w+.-])(?P<head>[A-Za-z][\w+.-]*+://[^\s:/@]*+:)(?P<password>[^\s/@]++)@"
+    r"(?<![\w+.-])(?P<head>[A-Za-z][\w+.-]*://[^\s:/@]*:)(?P<password>[^\s/@]+)@"
 )
 _NAME_VALUE = re.compile(
-    r"""(?<![\w-])(?P<name>[A-Za-z_][\w-]*+)(?P<sep>["']?[ \t]*[:=][ \t]*)"""
-    r"""(?:'(?P<sq>[^'\n]*+)'|"(?P<dq>[^"\n]*+)"|(?P<bare>[^\s,;&?='"()\[\]{}<>]++))"""
+    r"""(?<![\w-])(?P<name>[A-Za-z_][\w-]*)(?P<sep>["']?[ \t]*[:=][ \t]*)"""
+    r"""(?:'(?P<sq>[^'\n]*)'|"(?P<dq>[^"\n]*)"|(?P<bare>[^\s,;&?='"()\[\]{}<>]+))"""
 )
-_NAME_SEP = re.compile(r"""(?<![\w-])(?P<name>[A-Za-z_][\w-]*+)["']?[ \t]*[:=][ \t]*""")
-_VALUE_AT = re.compile(r"""'(?P<sq>[^'\n]*+)'|"(?P<dq>[^"\n]*+)"|(?P<bare>[^\s,;&?'"()\[\]{}]++)""")
-_SECRET_NAME_IN_TEXT = re.compile(r"""(?<![\w-])(?P<name>[A-Za-z_][\w-]*+)["']?\s*[:=]""")
+_NAME_SEP = re.compile(r"""(?<![\w-])(?P<name>[A-Za-z_][\w-]*)["']?[ \t]*[:=][ \t]*""")
+_VALUE_AT = re.compile(r"""'(?P<sq>[^'\n]*)'|"(?P<dq>[^"\n]*)"|(?P<bare>[^\s,;&?'"()\[\]{}]+)""")
+_SECRET_NAME_IN_TEXT = re.compile(r"""(?<![\w-])(?P<name>[A-Za-z_][\w-]*)["']?\s*[:=]""")
 _FLAG_VALUE = re.compile(
-    r"""(?<![\w-])(?P<flag>--(?P<name>[A-Za-z][\w-]*+))(?P<sep>=|[ \t]+)"""
-    r"""(?P<value>'[^'\n]*+'|"[^"\n]*+"|(?!-)[^\s'"]++)"""
+    r"""(?<![\w-])(?P<flag>--(?P<name>[A-Za-z][\w-]*))(?P<sep>=|[ \t]+)"""
+    r"""(?P<value>'[^'\n]*'|"[^"\n]*"|(?!-)[^\s'"]+)"""
 )
-_BEARER = re.compile(r"(?i)(?<![\w-])(?P<scheme>bearer)[ \t]+(?P<value>[\w.~+/=-]++)")
+_BEARER = re.compile(r"(?i)(?<![\w-])(?P<scheme>bearer)[ \t]+(?P<value>[\w.~+/=-]+)")
 # `token X` / `Basic X` / `key X` in prose: only a dot-free value with letters and digits is
 # taken for a credential ("the token is invalid", "missing key model.layers.10.mlp" keep theirs).
 _SCHEME_VALUE = re.compile(
     r"(?i)(?<![\w-])(?P<scheme>token|basic|key|password|secret)[ \t]+"
-    r"(?P<value>(?=[\w~+/=-]*[0-9])(?=[\w~+/=-]*[A-Za-z])[\w~+/=-]{8,}+)(?![\w.~+/=-])"
+    r"(?P<value>(?=[\w~+/=-]*[0-9])(?=[\w~+/=-]*[A-Za-z])[\w~+/=-]{8,})(?![\w.~+/=-])"
 )
-_PROVIDER_TOKEN = re.compile(r"(?<![\w-])(?:sk-[A-Za-z0-9_-]{8,}+|hf_[A-Za-z0-9]{30,}+)")
+_PROVIDER_TOKEN = re.compile(r"(?<![\w-])(?:sk-[A-Za-z0-9_-]{8,}|hf_[A-Za-z0-9]{30,})")
 # Token shapes that are secrets wherever they appear, inside a path or a sentence included:
 # GitHub (classic and fine-grained), Slack tokens, AWS access key ids, JWTs, Google API keys.
 _KNOWN_TOKEN = re.compile(
     r"(?<![A-Za-z0-9])(?:"
-    r"gh[pousr]_[A-Za-z0-9]{30,}+"
-    r"|github_pat_[A-Za-z0-9_]{22,}+"
-    r"|xox[abposre]-[A-Za-z0-9-]{10,}+"
+    r"gh[pousr]_[A-Za-z0-9]{30,}"
+    r"|github_pat_[A-Za-z0-9_]{22,}"
+    r"|xox[abposre]-[A-Za-z0-9-]{10,}"
     r"|(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}(?![0-9A-Z])"
-    r"|eyJ[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]*+"
+    r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"
     r"|AIza[0-9A-Za-z_-]{35}"
-    r"|hf_[A-Za-z0-9]{30,}+"
+    r"|hf_[A-Za-z0-9]{30,}"
     r")"
 )
 # Slack/Discord webhook URLs: the path is the credential.
@@ -206,10 +206,10 @@ _WEBHOOK_PATH = re.compile(
 # A generic high-entropy token, by shape: a run of 20+ letters and digits with at least two
 # upper-case letters, two lower-case letters and two digits. Hex digests (invocation ids, config
 # hashes), UUIDs, numbers, and model names (short segments between `-`, `.`, `/`) never qualify.
-_ALNUM_RUN = re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9]{20,}+(?![A-Za-z0-9])")
+_ALNUM_RUN = re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9]{20,}(?![A-Za-z0-9])")
 # Cheap pre-check: text without any of these cannot contain a name-based secret.
 _SCRUB_HINT = re.compile(r"(?i)k[ey]|tok|pas|sec|cre|aut|bearer|cook|sig|sk-|hf_|://")
-_ENV_ASSIGNMENT = re.compile(r"(?P<name>[A-Za-z_]\w*+)=")
+_ENV_ASSIGNMENT = re.compile(r"(?P<name>[A-Za-z_]\w*)=")
 
 
 class _TooDeep(Exception):

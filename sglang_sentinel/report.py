@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
+from .decode import describe, phase_durations
 from .model import SEVERITY_ORDER, STARTUP_FACTS, Comparison, StartupRecord
 
 # Facts whose absence a person should be told about on a ready startup.
@@ -25,7 +26,11 @@ _MAX_EVIDENCE = 6
 def iso(ts: float | None) -> str | None:
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return (
+        datetime.fromtimestamp(ts, timezone.utc)
+        .isoformat(timespec="seconds")
+        .replace("+00:00", "Z")
+    )
 
 
 def local_time(ts: float) -> str:
@@ -78,6 +83,7 @@ def startup_json(comparison: Comparison) -> dict[str, Any]:
         "server_args": _plain(dict(r.server_args)),
         "notes": list(r.notes),
         "baseline": baseline,
+        "runtime": runtime_json(comparison),
         "findings": [
             {
                 "check": f.check,
@@ -89,6 +95,19 @@ def startup_json(comparison: Comparison) -> dict[str, Any]:
             }
             for f in comparison.findings
         ],
+    }
+
+
+def runtime_json(comparison: Comparison) -> dict[str, Any]:
+    """What the startup did after ready: decode at like load, retractions, OOM lines, phases."""
+    r = comparison.record
+    counts = r.decode.get("counts", {})
+    return {
+        "decode": dict(comparison.decode),
+        "decode_lines": counts.get("decode_lines", 0),
+        "retractions": counts.get("retractions", 0),
+        "out_of_memory_lines": counts.get("oom_lines", 0),
+        "phases": phase_durations(r.decode.get("phases", {}), r.started_at),
     }
 
 
@@ -143,6 +162,8 @@ def render_comparison(comparison: Comparison) -> str:
         if unseen:
             lines.append(f"  {'unseen':<9} not in the log, so not checked: " + ", ".join(unseen))
         lines.append("  " + _fact_line(r))
+        if r.decode.get("counts", {}).get("decode_lines"):
+            lines.append("  " + describe(comparison.decode))
     elif r.outcome == "starting":
         lines.append(f"  {'pending':<9} no verdict until the server is ready or fails")
     return "\n".join(lines)

@@ -55,11 +55,13 @@ _STRING_PREFIXES: Final = frozenset({"r", "b", "u", "br", "rb"})
 # character matched here; their bodies are scanned separately so an escaped quote or a nested
 # `<locals>` cannot end them early. The exponent's digits are optional so that `1e-` cut off by
 # the end of the text is one (truncated) token rather than a number followed by garbage.
-# Possessive quantifiers keep every match free of backtracking.
+# Each loop's iterations are told apart by their first character and nothing follows the
+# alternation, so the first path sre tries is the match: no backtracking (and no possessive
+# quantifiers, which Python 3.10 lacks).
 _TOKEN = re.compile(
-    r"""\s*+(?:
-      (?P<number>-?\d++(?:\.\d*+)?(?:[eE][+-]?\d*+)?j?|-inf\b|-nan\b)
-    | (?P<ident>[A-Za-z_]\w*+(?:\.[A-Za-z_]\w*+)*+)
+    r"""\s*(?:
+      (?P<number>-?\d+(?:\.\d*)?(?:[eE][+-]?\d*)?j?|-inf\b|-nan\b)
+    | (?P<ident>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)
     | (?P<quote>['"])
     | (?P<angle><)
     | (?P<ellipsis>\.\.\.)
@@ -70,8 +72,8 @@ _TOKEN = re.compile(
 )
 _STRING_BODY: Final[Mapping[str, re.Pattern[str]]] = MappingProxyType(
     {
-        "'": re.compile(r"(?:[^'\\]++|\\.)*+", re.DOTALL),
-        '"': re.compile(r'(?:[^"\\]++|\\.)*+', re.DOTALL),
+        "'": re.compile(r"(?:[^'\\]+|\\.)*", re.DOTALL),
+        '"': re.compile(r'(?:[^"\\]+|\\.)*', re.DOTALL),
     }
 )
 _ESCAPE = re.compile(
@@ -95,7 +97,7 @@ _SIMPLE_ESCAPES: Final[Mapping[str, str]] = MappingProxyType(
     }
 )
 _ANGLE_STOP = re.compile(r"""[<>'"]""")
-_SPACE = re.compile(r"\s*+")
+_SPACE = re.compile(r"\s*")
 # What is left of a token cut off by the end of the text where `_TOKEN` cannot match yet.
 _CUT_TOKENS: Final = frozenset({"-", "-i", "-in", "-n", "-na", ".", ".."})
 

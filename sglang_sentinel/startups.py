@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .decode import DECODE_RULE, OBSERVED_RULES, PHASE_RULES, DecodeState
 from .fact_ranges import sane_facts
 from .model import (
     RUNTIME_FACTS,
@@ -55,6 +56,7 @@ _FROM_SETTINGS = (
 _EXIT_RE = re.compile(r"code=(\w+), status=(\S+)")
 _RESULT_RE = re.compile(r"Failed with result '([^']+)'")
 _SGLANG_PREFIX = re.compile(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")
+_TRACEBACK_HEAD = "Traceback (most recent call last):"
 # A split server_args line never needs more than a few continuation entries (48K each).
 _MAX_SERVER_ARGS_CHARS = 1 << 20
 # Wall and monotonic clocks may disagree this much (seconds) before it counts as a clock step.
@@ -97,6 +99,8 @@ class _Builder:
     # fact, the last line that set it; any later line sets other facts) and the others are
     # never parsed. `settle()` applies these, in order, before `runtime` is read.
     deferred: dict[BatchMatch, bytes] = field(default_factory=dict)
+    # Decode intervals at like load and startup phase marks (decode.py).
+    decode: DecodeState = field(default_factory=DecodeState)
 
     def settle(self) -> None:
         """Apply the deferred batch lines to `runtime`, in the order they came."""
@@ -133,6 +137,7 @@ class _Builder:
             "flags": list(self.flags),
             "runtime": self.runtime,
             "has_server_args_line": self.has_server_args_line,
+            "decode": self.decode.to_dict(),
             "start_mono": self.start_mono,
             "ready_mono": self.ready_mono,
             "clock_notes": self.clock_notes,
@@ -158,6 +163,7 @@ class _Builder:
             flags=tuple(d["flags"]),
             runtime=dict(d["runtime"]),
             has_server_args_line=d["has_server_args_line"],
+            decode=DecodeState.from_dict(d.get("decode")),
             start_mono=_mono_of(d.get("start_mono")),
             ready_mono=_mono_of(d.get("ready_mono")),
             clock_notes=list(d.get("clock_notes", ())),
@@ -210,6 +216,7 @@ class _Builder:
             rule_hits=dict(self.rule_hits),
             runtime=runtime,
             notes=tuple(notes + runtime_notes + clock_notes),
+            decode=self.decode.summary(),
         )
 
 
@@ -236,6 +243,8 @@ class StartupTracker:
         self.rule_hits: dict[str, int] = {}
         # The builder of the service line fed last, for `feed_same_invocation`.
         self._last_service: _Builder | None = None
+        # Decode lines this long after ready are past JIT warm-up (policy decode_throughput_drop).
+        self.decode_warmup_seconds = 300.0
 
     # -- persistence hooks --------------------------------------------------------------------
 
@@ -295,6 +304,13 @@ class StartupTracker:
         inv = self._current.get(unit)
         return self._builders[inv].snapshot() if inv else None
 
+    def _observe(
+        self, b: _Builder, rule_id: str, line: bytes | str, realtime_us: Callable[[], int]
+    ) -> None:
+        """Hand a line of a rule the decode comparison reads to the startup's DecodeState."""
+        ts = realtime_us() / 1e6 if rule_id == DECODE_RULE else 0.0
+        b.decode.observe(rule_id, line, ts, b.ready_at, self.decode_warmup_seconds)
+
     # -- feeding ------------------------------------------------------------------------------
 
     def feed(self, entry: JournalEntry) -> None:
@@ -326,6 +342,8 @@ class StartupTracker:
             # A batch line: what _apply does with runtime facts, without the rank and the time,
             # and parsed only if it is still the newest line of its kind when read.
             rid = matches.rule.id
+            if rid in OBSERVED_RULES:
+                self._observe(b, rid, raw, realtime_us)
             deferred = b.deferred
             deferred.pop(matches, None)  # re-insert: the order is the order of the lines
             deferred[matches] = raw
@@ -336,6 +354,8 @@ class StartupTracker:
             ts = realtime_us() / 1e6
             for m in matches:
                 self._apply(b, m, ts)
+                if m.rule_id in OBSERVED_RULES:
+                    self._observe(b, m.rule_id, raw, realtime_us)
             self._dirty.add(b.invocation_id)
 
     def feed_lines(
@@ -371,6 +391,8 @@ class StartupTracker:
                     except Exception as exc:
                         raise _StageFault("rules") from exc
                     if isinstance(verdict, BatchMatch):  # the feed_same_invocation batch-line case
+                        if verdict.rule.id in OBSERVED_RULES:
+                            self._observe(b, verdict.rule.id, item, realtime_us)
                         if verdict is not run:
                             if run is not None:
                                 _add_hits(run.rule.id, run_lines, hits, tracker_hits)
@@ -391,6 +413,8 @@ class StartupTracker:
                     ts = realtime_us() / 1e6
                     for m in matches:
                         self._apply(b, m, ts)
+                        if m.rule_id in OBSERVED_RULES and isinstance(item, bytes):
+                            self._observe(b, m.rule_id, item, realtime_us)
                     dirty.add(inv)
                 elif isinstance(item, bytes):
                     if self._last_service is None:
@@ -486,6 +510,8 @@ class StartupTracker:
             return
         for m in matches:
             self._apply(b, m, ts)
+            if m.rule_id in OBSERVED_RULES:
+                self._observe(b, m.rule_id, entry.message, lambda: entry.realtime_us)
         self._dirty.add(b.invocation_id)
 
     def _service_builder(self, entry: JournalEntry, ts: float) -> _Builder:
@@ -531,6 +557,8 @@ class StartupTracker:
     # -- applying rule matches ------------------------------------------------------------------
 
     def _apply(self, b: _Builder, m: RuleMatch, ts: float) -> None:
+        if m.rule_id in PHASE_RULES:
+            b.decode.phase(m.rule_id, ts)
         b.rule_hits[m.rule_id] = b.rule_hits.get(m.rule_id, 0) + 1
         self.rule_hits[m.rule_id] = self.rule_hits.get(m.rule_id, 0) + 1
         primary = m.rank.is_primary
@@ -549,7 +577,11 @@ class StartupTracker:
                     b.ready_mono = self._mono()
             elif name == "failure_reason":
                 # After ready, a crash is the end of a served startup, not a failed startup.
-                if b.ready_at is None and b.failure_reason is None:
+                # "... hit an exception: Traceback (most recent call last):" names no error; the
+                # traceback's last line (e.g. the no-KV-memory ValueError) then replaces it.
+                if b.ready_at is None and (
+                    b.failure_reason is None or b.failure_reason.endswith(_TRACEBACK_HEAD)
+                ):
                     b.failure_reason = scrub_text(str(value))[:500]
             elif name in RUNTIME_FACTS:
                 b.settle()  # older deferred batch lines first

@@ -11,6 +11,7 @@ import json
 import os
 import sqlite3
 import time
+import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -86,12 +87,36 @@ class StateStore:
         self, state_dir: Path, *, readonly: bool = False, busy_timeout: float = 10.0
     ) -> None:
         self.path = state_dir / DB_NAME
+        self.readonly = readonly
+        if readonly:
+            self._db = self._open_readonly(state_dir)
+            try:
+                self._check_readable()
+                outdated = self._version() < SCHEMA_VERSION
+            except sqlite3.DatabaseError as exc:
+                raise StateError(broken_database(self.path, exc)) from exc
+            if outdated:
+                # An older state read before the daemon upgraded it: upgrade it in place when
+                # this user may write it (e.g. root), else say who can.
+                if not os.access(self.path, os.W_OK) or not os.access(state_dir, os.W_OK):
+                    raise StateError(
+                        f"state database {self.path} has an older schema and this user may"
+                        " not upgrade it; restart the sentinel (or run this command once as"
+                        " its user or root)"
+                    )
+                self._db.close()
+                StateStore(state_dir, busy_timeout=busy_timeout).close()
+                self._db = self._open_readonly(state_dir)
+            st = os.stat(self.path)
+            self._identity = (st.st_dev, st.st_ino)
+            return
         try:
-            if not readonly:
-                state_dir.mkdir(parents=True, exist_ok=True, mode=0o750)
-            elif not self.path.exists():
+            state_dir.mkdir(parents=True, exist_ok=True, mode=0o750)
+            if self.path.exists() and not os.access(self.path, os.R_OK | os.W_OK):
                 raise StateError(
-                    f"no state in {state_dir} (run `sentinel scan` or `sentinel run` first)"
+                    f"state database {self.path} is not writable by this user; run the command"
+                    " as the sentinel's user (or root), or pass --state-dir or set"
+                    " SENTINEL_STATE_DIR"
                 )
             # check_same_thread=False: scrape threads share it under the collector's lock.
             self._db = sqlite3.connect(
@@ -100,11 +125,8 @@ class StateStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
-            if not readonly:
-                self._migrate()
+            self._migrate()
             self._check_readable()
-            if readonly and self._version() < SCHEMA_VERSION:
-                self._migrate()  # an older state read before the daemon upgraded it
             st = os.stat(self.path)
             self._identity = (st.st_dev, st.st_ino)
         except PermissionError as exc:
@@ -120,6 +142,55 @@ class StateStore:
             raise StateError(
                 f"cannot use state directory {state_dir}: {exc.strerror or exc}"
             ) from exc
+
+    def _open_readonly(self, state_dir: Path) -> sqlite3.Connection:
+        """Open for reading only (`startups`, `check`, `diff`, `baseline`): needs read access to
+        the database and nothing else; never creates or changes a file."""
+        unreadable = (
+            "is not readable by this user; run the command as a member of the state's group"
+            " (or root), or pass --state-dir or set SENTINEL_STATE_DIR"
+        )
+        try:
+            exists = self.path.exists()
+        except PermissionError:
+            raise StateError(f"state directory {state_dir} {unreadable}") from None
+        if not exists:
+            raise StateError(
+                f"no state in {state_dir} (run `sentinel scan` or `sentinel run` first)"
+            )
+        if not os.access(self.path, os.R_OK):
+            raise StateError(f"state database {self.path} {unreadable}")
+        base = "file:" + urllib.parse.quote(str(self.path.absolute())) + "?mode=ro"
+        try:
+            return self._connect_ro(base)
+        except sqlite3.OperationalError as exc:
+            # A WAL database needs its -shm (wal-index) to be read; SQLite creates it when it is
+            # missing, which a directory we may not write forbids. Without a -wal file no writer
+            # holds changes outside the main file (the last one to close checkpointed them), so
+            # the main file alone is the whole state: read it as immutable.
+            if Path(f"{self.path}-wal").exists():
+                raise StateError(
+                    f"cannot read state database {self.path} while it is being written: {exc};"
+                    f" {state_dir} or its -shm file must be writable by this user"
+                ) from exc
+            try:
+                return self._connect_ro(base + "&immutable=1")
+            except sqlite3.DatabaseError as exc2:
+                raise StateError(broken_database(self.path, exc2)) from exc2
+        except sqlite3.DatabaseError as exc:
+            raise StateError(broken_database(self.path, exc)) from exc
+
+    @staticmethod
+    def _connect_ro(uri: str) -> sqlite3.Connection:
+        db = sqlite3.connect(uri, uri=True, timeout=10, isolation_level=None)
+        try:
+            db.execute("PRAGMA foreign_keys=ON")
+            # Opening is lazy: read the schema now so a failure surfaces here.
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except BaseException:
+            db.close()
+            raise
+        return db
 
     def close(self) -> None:
         self._db.close()
@@ -475,6 +546,7 @@ def record_to_dict(record: StartupRecord) -> dict[str, Any]:
         "server_args": _plain(dict(record.server_args)),
         "rule_hits": dict(record.rule_hits),
         "runtime": dict(record.runtime),
+        "decode": _plain(dict(record.decode)),
         "notes": list(record.notes),
     }
 
@@ -498,6 +570,7 @@ def record_from_json(text: str) -> StartupRecord:
         ended_at=d["ended_at"],
         rule_hits=d.get("rule_hits", {}),
         runtime=d.get("runtime", {}),
+        decode=d.get("decode", {}),
         notes=tuple(d.get("notes", ())),
     )
 

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import browser
+import hostguard
 import journaltools
 import pytest
 import structlog
@@ -60,6 +61,17 @@ def _fresh_structlog() -> Iterator[None]:
     structlog.reset_defaults()
     yield
     structlog.reset_defaults()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _host_services_untouched() -> Iterator[None]:
+    """The whole run leaves the host's sglang/sentinel units, cgroups, invocation links and
+    journal namespaces exactly as it found them (see tests/hostguard.py); else the run errors."""
+    before = hostguard.snapshot()
+    yield
+    changed = hostguard.differences(before, hostguard.snapshot())
+    if changed:
+        pytest.fail("the test run touched the host:\n" + "\n".join(changed), pytrace=False)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 from journaltools import ExportValue
 
@@ -22,7 +22,7 @@ COPIER_BUF = 16 * 1024
 
 
 def _micros(text: str) -> int:
-    when = datetime.strptime(text, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+    when = datetime.strptime(text, "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc)
     return int(when.timestamp()) * 1_000_000
 
 

@@ -17,18 +17,22 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import IO, Any, Self
+from typing import IO, Any
 
 ExportValue = str | bytes
 ExportEntry = Mapping[str, ExportValue]
 
 JOURNAL_REMOTE = Path("/lib/systemd/systemd-journal-remote")
 JOURNALD = Path("/lib/systemd/systemd-journald")
+# Where PID 1 keeps a unit's invocation id (journald reads it); tests write here only through
+# LiveJournald.run_in_unit, for names from unique_unit().
+SYSTEMD_UNITS_DIR = Path("/run/systemd/units")
 REQUIRED_FIELDS = ("__REALTIME_TIMESTAMP", "__MONOTONIC_TIMESTAMP", "_BOOT_ID")
 # Address fields the export format allows besides ordinary field names.
 _SPECIAL_FIELDS = frozenset(
@@ -50,6 +54,26 @@ UNIT_RESOURCES = "ae8f7b866b0347b9af31fe1c80b127c0"  # "X: Consumed ... CPU time
 
 class JournalToolError(RuntimeError):
     """A journal tool (journal-remote, journald, cgroups) is missing or misbehaved."""
+
+
+# --- unit names unique to this test run ------------------------------------------------------
+
+# Every unit a live test runs as carries this token, so its cgroup and PID 1's invocation-id
+# symlink can never be a real service's (tests once overwrote and deleted the symlink of a running
+# `sglang-qwen.service`). Set once per test run and inherited by child processes (stand-ins,
+# benchmark helpers), so a parent and its children agree on the names.
+RUN_ID_ENV = "SENTINEL_TEST_RUN_ID"
+RUN_ID = os.environ.setdefault(RUN_ID_ENV, f"st{os.getpid()}x{secrets.token_hex(3)}")
+
+
+def unique_unit(stem: str = "sglang-qwen") -> str:
+    """A unit name for a live test, unique to this test run: `sglang-qwen-st1234xab12cd.service`."""
+    return f"{stem}-{RUN_ID}.service"
+
+
+def is_unique_unit(unit_name: str) -> bool:
+    """True for names `unique_unit` made in this test run (the only ones `run_in_unit` accepts)."""
+    return unit_name.endswith(f"-{RUN_ID}.service")
 
 
 # --- export format ---------------------------------------------------------------------------
@@ -204,7 +228,7 @@ def read_fixture_log(path: Path | str) -> list[tuple[str | None, bytes]]:
 _SGLANG_TIME = re.compile(rb"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
 
 
-DEFAULT_START = datetime(2026, 3, 9, 21, 31, 7, tzinfo=UTC)
+DEFAULT_START = datetime(2026, 3, 9, 21, 31, 7, tzinfo=timezone.utc)
 
 
 def _line_time(when: str | None, raw: bytes) -> str | None:
@@ -216,12 +240,12 @@ def _line_time(when: str | None, raw: bytes) -> str | None:
 
 def _parse_time(value: datetime | str) -> datetime:
     if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    return datetime.strptime(value, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    return datetime.strptime(value, "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc)
 
 
 def _micros(value: datetime) -> int:
-    delta = value - datetime(1970, 1, 1, tzinfo=UTC)
+    delta = value - datetime(1970, 1, 1, tzinfo=timezone.utc)
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
@@ -245,7 +269,7 @@ class StartupScript:
     exe: str = "/usr/bin/python3.12"
     # None: 2 s before the first timed line given to log(), else DEFAULT_START.
     start: datetime | str | None = None
-    boot_at: datetime | str = datetime(2026, 3, 9, 8, 0, 0, tzinfo=UTC)
+    boot_at: datetime | str = datetime(2026, 3, 9, 8, 0, 0, tzinfo=timezone.utc)
     boot_id: str = "5d1b2a0c9e8f4f7a8b6c5d4e3f2a1b0c"
     machine_id: str = "3d1219c7c4c5404aaa1f6d2a48adfda4"
     hostname: str = "llm-two"
@@ -262,7 +286,7 @@ class StartupScript:
             self._boot_us = self._now_us - 3_600_000_000
 
     # clock
-    def at(self, when: datetime | str) -> Self:
+    def at(self, when: datetime | str) -> StartupScript:
         """Move the clock forward to `when` (never backwards)."""
         self._now_us = max(self._now_us, _micros(_parse_time(when)) - 1000)
         self._clock_set = True
@@ -296,7 +320,7 @@ class StartupScript:
         priority: int = 6,
         code_file: str = "src/core/job.c",
         extra: Mapping[str, str] | None = None,
-    ) -> Self:
+    ) -> StartupScript:
         entry = self._base(when)
         entry.update(
             {
@@ -328,12 +352,12 @@ class StartupScript:
     def _title(self) -> str:
         return f"{self.unit} - {self.description}" if self.description else self.unit
 
-    def starting(self, when: datetime | str | None = None) -> Self:
+    def starting(self, when: datetime | str | None = None) -> StartupScript:
         return self._pid1(
             f"Starting {self._title}...", UNIT_STARTING, when=when, extra={"JOB_TYPE": "start"}
         )
 
-    def started(self, when: datetime | str | None = None) -> Self:
+    def started(self, when: datetime | str | None = None) -> StartupScript:
         return self._pid1(
             f"Started {self._title}.",
             UNIT_STARTED,
@@ -341,7 +365,7 @@ class StartupScript:
             extra={"JOB_TYPE": "start", "JOB_RESULT": "done"},
         )
 
-    def failed_to_start(self, when: datetime | str | None = None) -> Self:
+    def failed_to_start(self, when: datetime | str | None = None) -> StartupScript:
         return self._pid1(
             f"Failed to start {self._title}.",
             UNIT_FAILED,
@@ -350,7 +374,7 @@ class StartupScript:
             extra={"JOB_TYPE": "start", "JOB_RESULT": "failed"},
         )
 
-    def process_exited(self, status: int = 1, when: datetime | str | None = None) -> Self:
+    def process_exited(self, status: int = 1, when: datetime | str | None = None) -> StartupScript:
         names = {0: "SUCCESS", 1: "FAILURE", 2: "INVALIDARGUMENT"}
         return self._pid1(
             f"{self.unit}: Main process exited, code=exited, status={status}/"
@@ -362,7 +386,9 @@ class StartupScript:
             extra={"EXIT_CODE": "exited", "EXIT_STATUS": str(status)},
         )
 
-    def failed(self, result: str = "exit-code", when: datetime | str | None = None) -> Self:
+    def failed(
+        self, result: str = "exit-code", when: datetime | str | None = None
+    ) -> StartupScript:
         return self._pid1(
             f"{self.unit}: Failed with result '{result}'.",
             UNIT_FAILURE_RESULT,
@@ -372,7 +398,7 @@ class StartupScript:
             extra={"UNIT_RESULT": result},
         )
 
-    def stopping(self, when: datetime | str | None = None) -> Self:
+    def stopping(self, when: datetime | str | None = None) -> StartupScript:
         return self._pid1(
             f"Stopping {self._title}...",
             UNIT_STOPPING,
@@ -380,10 +406,10 @@ class StartupScript:
             extra={"JOB_TYPE": "stop", "JOB_RESULT": "done"},
         )
 
-    def deactivated(self, when: datetime | str | None = None) -> Self:
+    def deactivated(self, when: datetime | str | None = None) -> StartupScript:
         return self._pid1(f"{self.unit}: Deactivated successfully.", UNIT_SUCCESS, when=when)
 
-    def stopped(self, when: datetime | str | None = None) -> Self:
+    def stopped(self, when: datetime | str | None = None) -> StartupScript:
         return self._pid1(
             f"Stopped {self._title}.",
             UNIT_STOPPED,
@@ -391,13 +417,15 @@ class StartupScript:
             extra={"JOB_TYPE": "stop", "JOB_RESULT": "done"},
         )
 
-    def consumed(self, cpu: str = "1min 2.345s", when: datetime | str | None = None) -> Self:
+    def consumed(
+        self, cpu: str = "1min 2.345s", when: datetime | str | None = None
+    ) -> StartupScript:
         return self._pid1(f"{self.unit}: Consumed {cpu} CPU time.", UNIT_RESOURCES, when=when)
 
     # the service's own stdout
     def line(
         self, message: str | bytes, when: datetime | str | None = None, pid: int | None = None
-    ) -> Self:
+    ) -> StartupScript:
         """One stdout line of the service (a TP rank is another `pid` in the same invocation)."""
         raw = message.encode("utf-8") if isinstance(message, str) else message
         when = when if when is not None else _line_time(None, raw)
@@ -425,12 +453,12 @@ class StartupScript:
         self._entries.append(entry)
         return self
 
-    def lines(self, messages: Iterable[str | bytes]) -> Self:
+    def lines(self, messages: Iterable[str | bytes]) -> StartupScript:
         for message in messages:
             self.line(message)
         return self
 
-    def log(self, fixture_lines: Iterable[tuple[str | None, bytes]]) -> Self:
+    def log(self, fixture_lines: Iterable[tuple[str | None, bytes]]) -> StartupScript:
         """Replay `read_fixture_log` output: PID 1's lines about this unit become PID 1 entries."""
         unit = re.escape(self.unit.encode("utf-8"))
         pid1: list[tuple[re.Pattern[bytes], str]] = [
@@ -537,7 +565,7 @@ class LiveJournald:
     """
 
     def __init__(self, namespace: str | None = None) -> None:
-        self.namespace = namespace or f"sentinel-test-{os.getpid()}-{next(_instances)}"
+        self.namespace = namespace or f"sentinel-test-{RUN_ID}-{next(_instances)}"
         self.socket_dir = Path(f"/run/systemd/journal.{self.namespace}")
         self.machine_id = ""
         self.journal_dir = Path()
@@ -545,6 +573,7 @@ class LiveJournald:
         self._children: list[subprocess.Popen[bytes]] = []
         self._cgroups: list[Path] = []
         self._links: list[Path] = []
+        self._created_dirs: list[Path] = []
 
     @property
     def pid(self) -> int:
@@ -560,7 +589,7 @@ class LiveJournald:
     def native_socket(self) -> Path:
         return self.socket_dir / "socket"
 
-    def start(self, timeout: float = 10.0) -> Self:
+    def start(self, timeout: float = 10.0) -> LiveJournald:
         if os.geteuid() != 0:
             raise JournalToolError("a live journald needs root")
         if not JOURNALD.exists():
@@ -598,6 +627,9 @@ class LiveJournald:
             child.wait(timeout=10)
         for link in self._links:
             link.unlink(missing_ok=True)
+        for made in reversed(self._created_dirs):
+            with contextlib.suppress(OSError):
+                made.rmdir()
         for cgroup in reversed(self._cgroups):
             # An exited process may linger in the cgroup for a moment.
             with contextlib.suppress(JournalToolError, FileNotFoundError):
@@ -615,7 +647,7 @@ class LiveJournald:
         if self.journal_dir != Path():
             shutil.rmtree(self.journal_dir, ignore_errors=True)
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> LiveJournald:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -628,6 +660,9 @@ class LiveJournald:
                 if not path.exists():
                     path.mkdir()
                     self._cgroups.append(path)
+                elif path.name == unit_name and path not in self._cgroups:
+                    # Someone else's cgroup (a leftover or a live unit): never join it.
+                    raise JournalToolError(f"cgroup {path} already exists; not ours to use")
             dirs.append(hierarchy / slice_name / unit_name)
         return dirs
 
@@ -641,18 +676,34 @@ class LiveJournald:
         slice_name: str = "system.slice",
         stdin: int | IO[Any] | None = subprocess.DEVNULL,
         env: Mapping[str, str] | None = None,
+        journal_stream_env: bool = False,
     ) -> subprocess.Popen[bytes]:
         """Start argv as if systemd ran it as `unit_name`: in the unit's cgroup, stdout/stderr on a
-        journald stream, and (if given) with `invocation_id` as _SYSTEMD_INVOCATION_ID."""
+        journald stream, and (if given) with `invocation_id` as _SYSTEMD_INVOCATION_ID.
+
+        `journal_stream_env`: also set JOURNAL_STREAM=DEVICE:INODE of that stream, as systemd does
+        (through a tiny exec wrapper: the stream is connected in the child, after fork)."""
+        if journal_stream_env:
+            argv = [sys.executable, "-c", _SET_JOURNAL_STREAM, *argv]
+        if not is_unique_unit(unit_name):
+            raise JournalToolError(
+                f"run_in_unit({unit_name!r}): not a name unique to this test run; use"
+                f" journaltools.unique_unit(), never a real service's name"
+            )
         cgroups = self._cgroup_dirs(unit_name, slice_name)
         if invocation_id is not None:
             for cgroup in cgroups:
                 # What PID 1 does; journald 252 does not read it (see the symlink below).
                 os.setxattr(cgroup, "trusted.invocation_id", invocation_id.encode("ascii"))
             # journald reads a unit's invocation ID from PID 1's symlink in /run/systemd/units/.
-            units = Path("/run/systemd/units")
-            units.mkdir(parents=True, exist_ok=True)
+            units = SYSTEMD_UNITS_DIR
+            for missing in reversed([units, *units.parents]):
+                if not missing.exists():
+                    missing.mkdir()
+                    self._created_dirs.append(missing)
             link = units / f"invocation:{unit_name}"
+            if link.is_symlink() and link not in self._links:
+                raise JournalToolError(f"{link} already exists; not ours to replace")
             tmp = units / f".invocation:{unit_name}.{os.getpid()}"
             tmp.unlink(missing_ok=True)
             tmp.symlink_to(invocation_id)
@@ -735,6 +786,14 @@ class LiveJournald:
                 reader.wait(min(remaining, 0.5))
         finally:
             reader.close()
+
+
+# Sets JOURNAL_STREAM from stderr (already the journald stream) and execs the real command.
+_SET_JOURNAL_STREAM = (
+    "import os, sys; st = os.fstat(2);"
+    " os.environ['JOURNAL_STREAM'] = f'{st.st_dev}:{st.st_ino}';"
+    " os.execvp(sys.argv[1], sys.argv[1:])"
+)
 
 
 def _native_field(name: str, value: str | bytes) -> bytes:

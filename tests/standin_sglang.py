@@ -41,7 +41,7 @@ sys.path.insert(0, str(HERE))
 import journaltools  # noqa: E402  (tests/ is not a package)
 
 LOGS = {1: "startup-1-baseline.log", 2: "startup-2-flags-added.log"}
-UNIT = "sglang-qwen.service"
+UNIT = journaltools.unique_unit("sglang-qwen")
 
 # The fixture's PID-1 lines about the unit (systemd writes these, never the service).
 _PID1 = re.compile(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.parse
@@ -38,7 +39,8 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parent.parent
 RULES = REPO / "deploy" / "prometheus" / "sglang-sentinel-alerts.yml"
 AM_EXAMPLE = REPO / "deploy" / "alertmanager" / "alertmanager.example.yml"
-SENTINEL = REPO / ".venv" / "bin" / "sentinel"
+# The console script of the interpreter running the tests (make test-pythons runs one per venv).
+SENTINEL = Path(sys.executable).with_name("sentinel")
 ALERTMANAGER = Path("/usr/bin/prometheus-alertmanager")
 PROMETHEUS = Path("/usr/bin/prometheus")
 UNIT = "sglang-qwen.service"

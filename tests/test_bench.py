@@ -80,7 +80,7 @@ def test_mtail_program_finds_what_the_sentinel_finds(
     state = tmp_path / "state"
     subprocess.run(
         [
-            str(REPO / ".venv/bin/sentinel"),
+            str(Path(sys.executable).with_name("sentinel")),
             "scan",
             "--journal-dir",
             str(journal),

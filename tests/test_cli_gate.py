@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -22,7 +22,7 @@ def _starting_then_ready(tmp_path: Path) -> tuple[Path, Path]:
     first = ready_startup("2026-01-02 10:00:00", 48).write(tmp_path / "base.export")
 
     # A minute ago: well inside the stall time (15 minutes), so "starting" means pending.
-    start = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=60)
+    start = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(seconds=60)
 
     def script() -> StartupScript:
         s = StartupScript(start=start, boot_at="2026-01-01 00:00:00", invocation_id="ab" * 16)

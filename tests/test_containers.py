@@ -10,7 +10,11 @@ from dockerjournal import COPIER_BUF, Container, DockerHost
 from journaltools import ExportValue, StartupScript, build_journal, write_export
 
 from sglang_sentinel.cli import main
+from sglang_sentinel.config import Config
 from sglang_sentinel.containers import PartialLines, start_id
+from sglang_sentinel.journal import JournalSource
+from sglang_sentinel.pipeline import Pipeline, load_rules_and_policy
+from sglang_sentinel.state import StateStore
 
 NAME = "sgl-test-qwen"
 
@@ -244,3 +248,122 @@ def test_quadlet_is_watched_as_its_service(
         (f"{QUADLET}.service", b.invocation_id, 100, 2),
     ]
     assert doc["startups"][1]["findings"][0]["check"] == "max_running_requests_drop"
+
+
+def open_pipeline(journal: Path, state: Path) -> Pipeline:
+    target = f"docker:{NAME}"
+    rules, policy = load_rules_and_policy(Config(units=(target,)))
+    source = JournalSource([target], directory=journal)
+    source.open()
+    return Pipeline(source, rules, policy, StateStore(state), source_key="test")
+
+
+def drain(p: Pipeline) -> None:
+    while p.process(limit=1000):
+        p.commit()
+    p.commit(final=True)
+
+
+def test_a_commit_between_the_pieces_of_a_container_line_keeps_the_cursor_before_them(
+    tmp_path: Path,
+) -> None:
+    """Stopped after any piece: the restart reads the whole line again (no half server_args)."""
+    host = DockerHost()
+    c = host.container(NAME).start()
+    c.line("entrypoint: starting sglang.launch_server", when="2026-01-01 10:00:00")
+    epoch = c.epoch
+    sglang_start(c, "2026-01-01", 128)
+    for e in host.entries:  # one start: the entrypoint line and SGLang's lines
+        e["CONTAINER_LOG_EPOCH"] = str(epoch)
+    jdir = journal(tmp_path, host.entries)
+    whole = open_pipeline(jdir, tmp_path / "oneshot")
+    drain(whole)
+    [want] = whole.store.startups([f"docker:{NAME}"])
+    assert want.server_args["cuda_graph_bs"] == list(range(6000))
+    for cut in range(1, len(host.entries)):
+        p = open_pipeline(jdir, tmp_path / f"state-{cut}")
+        p.process(limit=cut)
+        p.commit()
+        p.source.close()
+        p.store.close()  # a SIGKILL here loses only memory
+        again = open_pipeline(jdir, tmp_path / f"state-{cut}")
+        again.resume(from_boot_start=False)
+        drain(again)
+        [got] = again.store.startups([f"docker:{NAME}"])
+        assert got.server_args == want.server_args, cut
+        assert got.facts == want.facts, cut
+
+
+def test_interleaved_containers_and_a_unit_keep_their_own_lines(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Lines of two containers (one dockerd invocation) and a unit, interleaved one by one:
+    each startup gets only its own facts, whichever reading path a line takes."""
+    host = DockerHost()
+    a, b = host.container("sgl-test-a").start(), host.container("sgl-test-b").start()
+    unit = StartupScript(unit="sgl-test-u.service", start="2026-01-01 10:00:00")
+    unit.started("2026-01-01 10:00:00")
+
+    def summary(when: str, mrr: int) -> str:
+        return (
+            f"[{when} TP0] max_total_num_tokens=1000, chunked_prefill_size=8192, "
+            f"max_prefill_tokens=16384, max_running_requests={mrr}, context_len=4096, "
+            "available_gpu_mem=10.00 GB"
+        )
+
+    second = iter(range(1, 60))
+
+    def at() -> str:
+        return f"2026-01-01 10:00:{next(second):02d}"
+
+    for who in (a, b):
+        when = at()
+        who.line(f"[{when}] server_args=ServerArgs(model_path='/m', tp_size=1)", when=when)
+    for n in range(3):  # a, b, unit, a, b, unit, ...: each line its own second
+        for mrr, who in ((11, a), (22, b)):
+            when = at()
+            who.line(summary(when, mrr + n), when=when)
+            who.line(f"[{when}] a second line of the same start", when=when)
+        unit.line(summary(at(), 33 + n))
+    for who in (a, b):
+        when = at()
+        who.line(f"[{when}] The server is fired up and ready to roll!", when=when)
+    for n in range(4):  # batch lines after ready, alternating: the latest value is each one's own
+        for base, who in ((100, a), (200, b)):
+            when = at()
+            who.line(
+                f"[{when} TP0] Decode batch, #running-req: 5, #token: 900, token usage: 0.02, "
+                f"cuda graph: True, gen throughput (token/s): {base + n}.50, #queue-req: 2",
+                when=when,
+            )
+            who.line(
+                f"[{when} TP0] Decode batch, #running-req: 5, #token: 900, token usage: 0.02, "
+                f"cuda graph: True, gen throughput (token/s): {base + n}.25, #queue-req: 2",
+                when=when,
+            )
+    jdir = journal(tmp_path, [*host.entries, *unit.entries()])
+    doc = scan(
+        capsys,
+        tmp_path,
+        jdir,
+        "--container",
+        "sgl-test-a",
+        "--container",
+        "sgl-test-b",
+        "--unit",
+        "sgl-test-u.service",
+    )
+    got = {s["unit"]: (s["facts"]["max_running_requests"], s["outcome"]) for s in doc["startups"]}
+    # The first value wins for a primary (TP0) fact: each target's own first summary line.
+    assert got == {
+        "docker:sgl-test-a": (11, "ready"),
+        "docker:sgl-test-b": (22, "ready"),
+        "sgl-test-u.service": (33, "starting"),
+    }
+    store = StateStore(tmp_path / "s", readonly=True)
+    records = {r.unit: r for r in store.startups(["docker:sgl-test-a", "docker:sgl-test-b"])}
+    assert records["docker:sgl-test-a"].runtime["gen_throughput"] == 103.25
+    assert records["docker:sgl-test-b"].runtime["gen_throughput"] == 203.25
+    for r in records.values():
+        assert r.rule_hits["decode_batch"] == 8
+        assert r.rule_hits["capacity_summary"] == 3

@@ -8,7 +8,6 @@ instant and restarted ends with exactly what one uninterrupted pass over the jou
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import sqlite3
@@ -24,7 +23,7 @@ from sentinelproc import cli_stdout, free_port, popen_sentinel, stop, wait_until
 
 # A unit name of its own: the cgroup and PID 1's invocation-id symlink that run_in_unit uses are
 # per unit name and host-wide, so another root test session on the host cannot interfere.
-UNIT = f"sglang-crash-{os.getpid()}.service"
+UNIT = journaltools.unique_unit("sglang-crash")
 SEED = 20260309
 # `make soak` raises these (SENTINEL_SOAK_KILLS=100): the same test, ten times the kills.
 MIN_KILLS = int(os.environ.get("SENTINEL_SOAK_KILLS", "10"))

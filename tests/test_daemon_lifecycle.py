@@ -21,7 +21,9 @@ import pytest
 import standin_sglang
 from sentinelproc import Sentinel, Sentinels, free_port, sentinel_argv, wait_until
 
-UNIT = "sglang-qwen.service"
+UNIT = "sglang-qwen.service"  # the seed journal's unit (journal files, not a live unit)
+# The live tests' unit: a name unique to this test run, never a real service's.
+LIVE_UNIT = journaltools.unique_unit("sglang-qwen")
 
 
 # -- the sentinel under test ----------------------------------------------------------------------
@@ -263,7 +265,7 @@ def test_sighup_with_a_broken_rule_file_keeps_the_old_rules(
     (rules_dir / "60-custom.yaml").write_text(CUSTOM_RULE)
     config = tmp_path / "config.yaml"
     config.write_text(
-        f"units: [{UNIT}]\n"
+        f"units: [{LIVE_UNIT}]\n"
         f"journal: {{directory: {live_journald.journal_dir}}}\n"
         f"state_dir: {tmp_path / 's'}\n"
         f"rules: {{dirs: [{rules_dir}]}}\n"
@@ -272,7 +274,9 @@ def test_sighup_with_a_broken_rule_file_keeps_the_old_rules(
     s = start_sentinel("--config", str(config))
     hits = 'sglang_sentinel_rule_matches_total{rule="http_access"}'
 
-    standin_sglang.run(live_journald, 1, "6a1f0c2e9b7d4e3f8a5b1c0d2e4f6a8b", delay_ms=0)
+    standin_sglang.run(
+        live_journald, 1, "6a1f0c2e9b7d4e3f8a5b1c0d2e4f6a8b", unit=LIVE_UNIT, delay_ms=0
+    )
     wait_until(lambda: f"{hits} 2.0" in s.scrape(), 20, "the custom rule's two matches")
 
     (rules_dir / "70-broken.yaml").write_text(BROKEN_RULE)
@@ -286,9 +290,11 @@ def test_sighup_with_a_broken_rule_file_keeps_the_old_rules(
     assert s.proc.poll() is None
 
     # The old rule set (with the custom rule) still applies to what comes next.
-    standin_sglang.run(live_journald, 2, "c37e91d04a5b4f6e9d8c7b6a5f4e3d2c", delay_ms=0)
+    standin_sglang.run(
+        live_journald, 2, "c37e91d04a5b4f6e9d8c7b6a5f4e3d2c", unit=LIVE_UNIT, delay_ms=0
+    )
     # Rule hits are counted as lines are read, startups when committed: wait for both.
-    mrr = 'sglang_sentinel_max_running_requests{unit="sglang-qwen.service"} 26.0'
+    mrr = f'sglang_sentinel_max_running_requests{{unit="{LIVE_UNIT}"}} 26.0'
     wait_until(s.scrape_with(f"{hits} 4.0"), 20, "two more custom matches")
     wait_until(s.scrape_with(mrr), 20, "startup 2 on /metrics")
 

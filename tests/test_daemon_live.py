@@ -21,14 +21,14 @@ import standin_sglang
 from prometheus_client.parser import text_string_to_metric_families
 from sentinelproc import Sentinel, Sentinels, sentinel_argv, wait_until
 
-UNIT = "sglang-qwen.service"
+UNIT = journaltools.unique_unit("sglang-qwen")
 SEED_1 = "6a1f0c2e9b7d4e3f8a5b1c0d2e4f6a8b"
 SEED_2 = "c37e91d04a5b4f6e9d8c7b6a5f4e3d2c"
 SECRET = "sk-EXAMPLE-not-a-real-key"
 # What the stand-in's command line looks like to journald (_CMDLINE): SGLang's flags, key included.
 SGLANG_FLAGS = ("--model-path", "/models/Qwen3.5-122B-A10B", "--tp-size", "4", "--api-key", SECRET)
 
-MRR = 'sglang_sentinel_max_running_requests{unit="sglang-qwen.service"}'
+MRR = f'sglang_sentinel_max_running_requests{{unit="{UNIT}"}}'
 # A critical drop is 1 on both of its tiers (warning and critical); see metrics.py.
 REGRESSIONS_AFTER_2 = {
     ("max_running_requests_drop", "warning"),
@@ -68,14 +68,18 @@ def sentinel(live_journald: journaltools.LiveJournald, tmp_path: Path) -> Iterat
     sentinels = Sentinels(tmp_path)
     try:
         yield sentinels.start(
-            "--journal-dir", str(live_journald.journal_dir), state=tmp_path / "state"
+            "--journal-dir",
+            str(live_journald.journal_dir),
+            "--unit",
+            UNIT,
+            state=tmp_path / "state",
         )
     finally:
         sentinels.stop_all()
 
 
 def run_startup(live_journald: journaltools.LiveJournald, startup: int, invocation_id: str) -> None:
-    """Write one fixture startup through journald as `sglang-qwen.service`; wait for the exit."""
+    """Write one fixture startup through journald as `UNIT`; wait for the exit."""
     standin_sglang.run(live_journald, startup, invocation_id, unit=UNIT, argv=SGLANG_FLAGS)
 
 
@@ -137,10 +141,12 @@ def test_baseline_pinned_from_the_cli_shows_without_restart(
 ) -> None:
     """`sentinel baseline --pin` in another process while the daemon runs: the gauge turns 1."""
     body = two_startups(live_journald, sentinel)
-    assert 'sglang_sentinel_baseline_pinned{unit="sglang-qwen.service"} 0.0' in body
+    assert f'sglang_sentinel_baseline_pinned{{unit="{UNIT}"}} 0.0' in body
     env = {k: v for k, v in os.environ.items() if k != "SENTINEL_STATE_DIR"}
     result = subprocess.run(
-        sentinel_argv("baseline", "--pin", SEED_1[:8], "--state-dir", str(sentinel.state)),
+        sentinel_argv(
+            "baseline", "--pin", SEED_1[:8], "--unit", UNIT, "--state-dir", str(sentinel.state)
+        ),
         capture_output=True,
         text=True,
         timeout=30,
@@ -149,7 +155,7 @@ def test_baseline_pinned_from_the_cli_shows_without_restart(
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"{UNIT}: pinned startup {SEED_1[:8]} as baseline"
     body = wait_until(
-        sentinel.scrape_with('sglang_sentinel_baseline_pinned{unit="sglang-qwen.service"} 1.0'),
+        sentinel.scrape_with(f'sglang_sentinel_baseline_pinned{{unit="{UNIT}"}} 1.0'),
         10,
         "baseline_pinned 1 on /metrics",
     )
@@ -170,7 +176,7 @@ def test_api_key_reaches_neither_metrics_nor_logs_nor_state(
     assert any(SECRET.encode() in e["MESSAGE"] for e in entries)
     assert SECRET not in body
     startups = subprocess.run(
-        sentinel_argv("startups", "--json", "--state-dir", str(sentinel.state)),
+        sentinel_argv("startups", "--json", "--unit", UNIT, "--state-dir", str(sentinel.state)),
         capture_output=True,
         text=True,
         timeout=30,

@@ -105,6 +105,8 @@ def test_unit_has_the_directives_the_daemon_relies_on() -> None:
         "RestrictAddressFamilies": ["AF_UNIX AF_INET AF_INET6"],
     }
     assert {key: directives.get(key) for key in expected} == expected
+    # ProcSubset=pid hides /proc/sys/kernel/random/boot_id, which the first start reads.
+    assert "ProcSubset" not in directives
     assert "TimeoutStopSec" in directives
     assert int(directives["LimitNOFILE"][0]) >= 16384
 

@@ -131,7 +131,10 @@ def test_history_is_the_last_twelve_startups_read_from_state(tmp_path: Path) -> 
     store = StateStore(tmp_path / "state")
     for i in range(15):
         store.save_startup(record(f"{i:x}", 1.0e9 + 100 * i, mrr=40 + i), None)
-    [status] = collect_status(store, ["sglang-a.service"], Policy(checks={}), now=2.0e9)
+    try:
+        [status] = collect_status(store, ["sglang-a.service"], Policy(checks={}), now=2.0e9)
+    finally:
+        store.close()
     assert [r.facts["max_running_requests"] for r in status.history] == list(range(43, 55))
     assert status.comparison is not None
     assert status.comparison.record.invocation_id == "e" * 8

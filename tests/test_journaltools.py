@@ -15,11 +15,13 @@ from journaltools import (
     parse_export,
     read_fixture_log,
     seed_fixture_dir,
+    unique_unit,
     write_export,
 )
 from systemd import journal
 
 BOOT = "5d1b2a0c9e8f4f7a8b6c5d4e3f2a1b0c"
+TEST_UNIT = unique_unit("sentinel-test")
 
 
 def _entry(n: int, message: bytes | str) -> dict[str, str | bytes]:
@@ -147,27 +149,27 @@ def test_startup_script_failed_start_lines_are_readable_by_unit(tmp_path: Path) 
 
 
 def test_live_journald_records_unit_and_invocation_id(live_journald: LiveJournald) -> None:
-    """A process run in sentinel-test.service logs 3 lines that carry the unit and invocation."""
+    """A process run in TEST_UNIT logs 3 lines that carry the unit and invocation."""
     invocation = "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
     script = "import sys\nfor i in range(3): print(f'line {i}', flush=True)\nsys.stdin.read()\n"
     proc = live_journald.run_in_unit(
-        "sentinel-test.service",
+        TEST_UNIT,
         [sys.executable, "-c", script],
         invocation,
         stdin=subprocess.PIPE,
     )
     # Keep the process alive until journald has the lines, so it can read /proc for _COMM etc.
-    entries = live_journald.wait_for_entries(3, _SYSTEMD_UNIT="sentinel-test.service")
+    entries = live_journald.wait_for_entries(3, _SYSTEMD_UNIT=TEST_UNIT)
     assert proc.stdin is not None
     proc.stdin.close()
     assert proc.wait(timeout=10) == 0
     assert [e["MESSAGE"] for e in entries] == [b"line 0", b"line 1", b"line 2"]
     for entry in entries:
-        assert entry["_SYSTEMD_UNIT"] == b"sentinel-test.service"
+        assert entry["_SYSTEMD_UNIT"] == TEST_UNIT.encode()
         assert entry["_SYSTEMD_INVOCATION_ID"] == invocation.encode()
-        assert entry["_SYSTEMD_CGROUP"] == b"/system.slice/sentinel-test.service"
+        assert entry["_SYSTEMD_CGROUP"] == f"/system.slice/{TEST_UNIT}".encode()
         assert entry["_TRANSPORT"] == b"stdout"
-        assert entry["SYSLOG_IDENTIFIER"] == b"sentinel-test"
+        assert entry["SYSLOG_IDENTIFIER"] == TEST_UNIT.removesuffix(".service").encode()
         assert entry["_PID"] == str(proc.pid).encode()
 
 
@@ -175,7 +177,7 @@ def test_live_journald_new_invocation_id_on_restart(live_journald: LiveJournald)
     """A second start of the same unit with another invocation ID is told apart."""
     for invocation in ("1" * 32, "2" * 32):
         proc = live_journald.run_in_unit(
-            "sentinel-test.service",
+            TEST_UNIT,
             [sys.executable, "-c", "import sys; print('hello', flush=True); sys.stdin.read()"],
             invocation,
             stdin=subprocess.PIPE,
@@ -184,5 +186,5 @@ def test_live_journald_new_invocation_id_on_restart(live_journald: LiveJournald)
         assert proc.stdin is not None
         proc.stdin.close()
         proc.wait(timeout=10)
-    entries = live_journald.entries(_SYSTEMD_UNIT="sentinel-test.service")
+    entries = live_journald.entries(_SYSTEMD_UNIT=TEST_UNIT)
     assert [e["_SYSTEMD_INVOCATION_ID"] for e in entries] == [b"1" * 32, b"2" * 32]

@@ -50,7 +50,8 @@ def test_json_lines_when_not_a_tty() -> None:
     assert first["outcome"] == "ready"
     assert first["max_running_requests"] == 48
     assert (second["event"], second["level"]) == ("baseline_pinned", "warning")
-    stamp = datetime.fromisoformat(str(first["timestamp"]))
+    # Python 3.10's fromisoformat does not read "Z"; the suffix is asserted below.
+    stamp = datetime.fromisoformat(str(first["timestamp"]).replace("Z", "+00:00"))
     assert stamp.utcoffset() == timedelta(0)
     assert str(first["timestamp"]).endswith("Z")
 

@@ -108,6 +108,8 @@ def test_the_runtime_rules_are_digit_blind() -> None:
     assert {r.id for r in PACK.rules if r.scope == "runtime" and digit_blind(r.regex.pattern)} == {
         "prefill_batch",
         "decode_batch",
+        "kv_pool_retract",
+        "runtime_out_of_memory",
     }
 
 

@@ -58,6 +58,7 @@ def _scan(
 
 def test_every_ranged_fact_is_a_known_fact() -> None:
     runtime = {"gen_throughput", "input_throughput", "running_requests", "queued_requests"}
+    runtime |= {"retracted_requests"}
     assert set(FACT_RANGES) <= set(STARTUP_FACTS) | runtime | {"token_usage"}
 
 

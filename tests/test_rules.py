@@ -75,7 +75,12 @@ def test_every_sample_passes_through_the_public_match(pack: RuleSet) -> None:
 
 def test_runtime_scope_only_on_batch_lines(pack: RuleSet) -> None:
     runtime = {rule.id for rule in pack.rules if rule.scope == "runtime"}
-    assert runtime == {"prefill_batch", "decode_batch"}
+    assert runtime == {
+        "prefill_batch",
+        "decode_batch",
+        "kv_pool_retract",
+        "runtime_out_of_memory",
+    }
 
 
 def test_facts_in_the_pack_use_the_documented_types(pack: RuleSet) -> None:
@@ -111,6 +116,11 @@ def test_facts_in_the_pack_use_the_documented_types(pack: RuleSet) -> None:
         "running_requests": "int",
         "queued_requests": "int",
         "token_usage": "float",
+        "retracted_requests": "int",
+        "out_of_memory": "str",
+        "cuda_graph_max_bs": "int",
+        "mamba_running_cap": "int",
+        "mamba_running_cap_reason": "str",
     }
     for rule in pack.rules:
         for spec in rule.facts:
@@ -175,6 +185,7 @@ def test_startup_1_baseline_facts(pack: RuleSet) -> None:
     assert facts_of(matches, "mamba_cache_allocated") == [{"mamba_cache_size": 145}]
     assert facts_of(matches, "memory_pool_end") == [{"memory_pool_avail_gb": 23.34}]
     assert facts_of(matches, "cuda_graph_capture_begin") == [{"cuda_graph": True}]
+    assert facts_of(matches, "cuda_graph_capture_bs") == [{"cuda_graph_max_bs": 48}]
     assert facts_of(matches, "cuda_graph_capture_end") == [
         {"cuda_graph": True, "cuda_graph_mem_gb": 0.74}
     ]
@@ -210,6 +221,7 @@ def test_startup_1_baseline_facts(pack: RuleSet) -> None:
         "kv_cache_allocated": 4,
         "memory_pool_end": 4,
         "cuda_graph_capture_begin": 4,
+        "cuda_graph_capture_bs": 1,
         "moe_config_missing": 8,
         "cuda_graph_capture_end": 4,
         "piecewise_capture_begin": 4,
@@ -285,7 +297,6 @@ def test_fixture_noise_lines_match_nothing(pack: RuleSet) -> None:
         "Capturing batches (bs=26 avail_mem=21.17 GB):   0%|          | 0/8 [00:00<?, ?it/s]\r"
         "Capturing batches (bs=1 avail_mem=20.65 GB): 100%|##########| 8/8 [00:06<00:00,  1.24it/s]",
         "[2026-03-09 21:31:26 TP0] Using triton_attn as multimodal attention backend.",
-        "[2026-03-09 21:32:38 TP0] Capture cuda graph bs [1, 2, 4, 8, 12, 16, 24, 32, 40, 48]",
         "sglang-qwen.service: Deactivated successfully.",
     ]
     for line in noise:

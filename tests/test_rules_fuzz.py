@@ -129,10 +129,10 @@ def test_long_adversarial_lines_are_bounded() -> None:
     worst_line = ""
     for line in adversarial_lines(200_000):
         elapsed = 1.0
-        for _ in range(3):  # best of three: a shared CI machine adds scheduling noise
-            start = time.perf_counter()
+        for _ in range(3):  # best of three, in CPU time: a shared CI machine adds scheduling noise
+            start = time.thread_time()
             check(line)
-            elapsed = min(elapsed, time.perf_counter() - start)
+            elapsed = min(elapsed, time.thread_time() - start)
         if elapsed > worst:
             worst, worst_line = elapsed, line
     assert worst < 0.05, (worst, worst_line[:120])

@@ -103,12 +103,14 @@ PATHOLOGICAL = {
 
 @pytest.mark.parametrize("name", sorted(PATHOLOGICAL))
 def test_pathological_input_is_fast_and_flat(name: str) -> None:
-    """500 kB of hostile input: no RecursionError, well under a second."""
+    """500 kB of hostile input: no RecursionError, well under a second of CPU."""
     text = PATHOLOGICAL[name]
-    start = time.perf_counter()
+    # CPU time, not wall time: the bound is on the parser's work, which other processes on a
+    # loaded CI machine do not change (wall time there went past 1 s for 0.2 s of CPU).
+    start = time.process_time()
     result = parse_server_args(text)
     complete = is_complete(text)
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     check(result)
     assert isinstance(complete, bool)
     assert elapsed < 1.0, f"{name}: {elapsed:.2f} s"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -76,7 +76,7 @@ def _script(start: datetime) -> StartupScript:
 def test_check_fails_a_stalled_startup_instead_of_pending(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    start = datetime.now(UTC) - timedelta(hours=1)
+    start = datetime.now(timezone.utc) - timedelta(hours=1)
     journal = build_journal(_script(start).write(tmp_path / "a.export"), tmp_path / "j")
     state = ["--state-dir", str(tmp_path / "state"), "--unit", UNIT]
     assert main(["scan", "--journal-dir", str(journal), *state]) == 0
@@ -107,7 +107,7 @@ def test_daemon_raises_the_stall_on_a_timer_and_clears_it_when_ready(
 
 
 def _stall_then_ready(tmp_path: Path, sentinels: Sentinels, pushes: PushCapture) -> None:
-    start = datetime.now(UTC).replace(microsecond=0)
+    start = datetime.now(timezone.utc).replace(microsecond=0)
     journal_dir = tmp_path / "journal"
     build_journal(_script(start).write(tmp_path / "a.export"), journal_dir, name="a")
     config = tmp_path / "config.yaml"
@@ -124,7 +124,7 @@ def _stall_then_ready(tmp_path: Path, sentinels: Sentinels, pushes: PushCapture)
     wait_until(s.scrape_with(f"{STALLED} 1.0"), 20, "the stall series at 1")
     raised = s.wait_event("finding_raised")
     assert raised["check"] == "startup_stalled" and raised["unit"] == UNIT
-    assert datetime.now(UTC) - start >= timedelta(seconds=4)
+    assert datetime.now(timezone.utc) - start >= timedelta(seconds=4)
     pushed = wait_until(
         lambda: [a for b in pushes.bodies for a in json.loads(b)], 15, "an Alertmanager push"
     )

@@ -37,6 +37,21 @@ FLAGS = (
 )
 FLAGS_ADDED = f"{FLAGS} --enable-flashinfer-allreduce-fusion --enable-fused-moe-sum-all-reduce"
 READY_LINE = "The server is fired up and ready to roll!"
+USER_RULE = """version: 1
+rules:
+  - id: user_nested_repeat
+    description: a user's rule with a nested repeat, exponential on a backtracking engine
+    contains: "nested "
+    regex: '^nested (?P<model_arch>(a+)+)$'
+    facts:
+      model_arch: str
+    samples:
+      match:
+        - line: "nested aaaa"
+          facts: {model_arch: aaaa}
+      no_match:
+        - "nested aaaab"
+"""
 CRASHES = 3  # StartLimitBurst of the crash loop: that many failed startups, then failed
 
 
@@ -102,6 +117,7 @@ class Journey:
     private_users: bool = True
     steps: list[Step] = field(default_factory=list)
     known: list[str] = field(default_factory=list)  # invocation ids recorded so far, in order
+    ready: int = 0  # how many of them are ready
 
     # --- plumbing ------------------------------------------------------------------------
 
@@ -173,13 +189,15 @@ class Journey:
         if outcomes != added:
             raise JourneyError(f"new startups {outcomes}, expected {added}")
         self.known = ids
+        self.ready = [r["outcome"] for r in records].count("ready")
         return records
 
-    def standin_unit(self, exec_args: str) -> None:
+    def standin_unit(self, exec_args: str, pre: str = "") -> None:
+        pre_line = f"ExecStartPre={pre}\n" if pre else ""
         unit_file = f"""[Unit]
 Description=stand-in SGLang server for the sglang-sentinel end-to-end
 [Service]
-ExecStart={STANDIN} {exec_args}
+{pre_line}ExecStart={STANDIN} {exec_args}
 Restart=on-failure
 RestartSec=1s
 [Install]
@@ -225,18 +243,22 @@ WantedBy=multi-user.target
             self.sh("update-ca-certificates >/dev/null")
             s.detail = "update-ca-certificates"
 
+        with self.step("stand-in SGLang unit, then a reboot (an earlier boot's startup)") as s:
+            self.standin_unit(f"--startup 1 --serve --delay-ms 1 {FLAGS}")
+            self.sh(f"systemctl enable {self.unit}")
+            inv0 = self.start_standin(restart=False)
+            m.reboot()
+            # Enabled: it starts again on this boot, before the sentinel is even installed.
+            inv1 = self.show(self.unit, "InvocationID")
+            wait_until(lambda: self.standin_ready(inv1), 15, f"{self.unit} ready after the reboot")
+            s.detail = f"{self.unit}: {inv0[:8]} on boot 1, {inv1[:8]} on boot 2"
+
         with self.step("README 1 package") as s:
             self.readme("package")
             where = self.sh("command -v sentinel").strip()
             if where != "/usr/local/bin/sentinel":
                 raise JourneyError(f"sentinel on PATH is {where!r}")
             s.detail = ", ".join(self.sh("python3 --version; sentinel --version").split("\n")[:2])
-
-        with self.step("stand-in SGLang unit") as s:
-            self.standin_unit(f"--startup 1 --serve --delay-ms 1 {FLAGS}")
-            self.sh(f"systemctl enable {self.unit}")
-            inv1 = self.start_standin(restart=False)
-            s.detail = f"{self.unit} ready, invocation {inv1[:8]}"
 
         with self.step("README 2 config") as s:
             self.readme("config")
@@ -302,7 +324,12 @@ WantedBy=multi-user.target
             if SECRET in text:
                 raise JourneyError("the stand-in's --api-key reached /metrics")
             self.known = [str(r["invocation_id"]) for r in self.expect_startups(["ready"])]
-            s.detail = f"127.0.0.1:{self.port}/metrics: max_running_requests 48, 1 ready startup"
+            if self.known != [inv1]:
+                raise JourneyError(f"first start recorded {self.known}, not this boot's {inv1}")
+            s.detail = (
+                f"127.0.0.1:{self.port}/metrics: max_running_requests 48; the first start "
+                "recorded this boot's startup only"
+            )
 
         with self.step("README 4 pin while running") as s:
             pid = self.main_pid()
@@ -312,6 +339,11 @@ WantedBy=multi-user.target
             total = time.monotonic() - start
             if self.main_pid() != pid or self.show(SERVICE, "NRestarts") != "0":
                 raise JourneyError("the sentinel restarted to see the pin")
+            wait_until(
+                lambda: any(self.unit in e for e in self.sentinel_events("baseline_pinned", pid)),
+                5,
+                "the daemon's baseline_pinned",
+            )
             wait_until(
                 lambda: (
                     self.show(SERVICE, "StatusText")
@@ -421,6 +453,21 @@ WantedBy=multi-user.target
                 "ExecReload exit 0; reload_done, reload_rejected (counted), reload_done; same PID"
             )
 
+        with self.step("journalctl -p warning; read-only commands as a non-root user") as s:
+            warnings = self.sh(f"journalctl -o cat -p warning -u {SERVICE}")
+            events = set(re.findall(r'"event": "(\w+)"', warnings))
+            if not {"finding_raised", "reload_rejected"} <= events or "startup_recorded" in events:
+                raise JourneyError(f"journalctl -p warning shows the events {sorted(events)}")
+            result = m.sh(
+                "setpriv --reuid=nobody --regid=nogroup --clear-groups "
+                f"sentinel startups --unit {self.unit}",
+                check=False,
+            )
+            want = "is not readable by this user"
+            if result.returncode != 2 or want not in result.stderr:
+                raise JourneyError(f"as nobody: exit {result.returncode}: {result.stderr}")
+            s.detail = f"-p warning: {', '.join(sorted(events))}; as nobody: '{want}', exit 2"
+
         with self.step("restart resumes, nothing recorded twice") as s:
             total_before = self.metric(
                 "sglang_sentinel_startups_total", unit=self.unit, outcome="failed"
@@ -428,6 +475,18 @@ WantedBy=multi-user.target
             self.sh(f"systemctl restart {SERVICE}")
             pid = self.main_pid()
             self.wait_metric("sglang_sentinel_journal_up", 1, 10)
+            # STATUS is set after the first drain: by then the new process saw every startup.
+            wait_until(
+                lambda: self.show(SERVICE, "StatusText").startswith(f"{self.unit}: failed, "),
+                10,
+                "STATUS of the restarted sentinel",
+            )
+            relogged = [
+                e for name in ("startup_recorded", "finding_raised")
+                for e in self.sentinel_events(name, pid)
+            ]  # fmt: skip
+            if relogged:
+                raise JourneyError(f"known startups logged again after a restart: {relogged}")
             self.expect_values(
                 {("sglang_sentinel_startups_total", (("outcome", "failed"),)): total_before or -1}
             )
@@ -453,14 +512,63 @@ WantedBy=multi-user.target
             )
             if self.main_pid() != pid:
                 raise JourneyError("the sentinel restarted")
-            s.detail = f"new PID {pid}: same {len(self.known) - 1} startups, then 1 new, once"
+            logged = self.sentinel_events("startup_recorded", pid)
+            if len(logged) != 1 or self.known[-1][:8] not in logged[0]:
+                raise JourneyError(f"startup_recorded after the restart: {logged}")
+            s.detail = (
+                f"new PID {pid}: same {len(self.known) - 1} startups, none logged again; "
+                "then 1 new, recorded and logged once"
+            )
+
+        with self.step("a user's (a+)+$ rule and 40 kB of a's: no stall") as s:
+            # On a backtracking engine one such line pinned a core, froze /metrics and ignored
+            # SIGTERM for over 20 s; the rules run on RE2 (linear time).
+            pid = self.main_pid()
+            self.sh(f"cat > /etc/sglang-sentinel/rules.d/user.yaml <<'EOF'\n{USER_RULE}EOF")
+            done_before = len(self.sentinel_events("reload_done", pid))
+            self.sh(f"systemctl reload {SERVICE}")
+            wait_until(
+                lambda: len(self.sentinel_events("reload_done", pid)) == done_before + 1,
+                10,
+                "reload_done with the user's rule",
+            )
+            # Printed by the unit before the stand-in's startup: 2,000 lines of 49 a's and one
+            # of 40,000 (under journald's LineMax, 48 KiB), each ending in "!", so none matches.
+            self.standin_unit(
+                f"--startup 1 --serve --delay-ms 1 {FLAGS}",
+                pre="/usr/bin/python3 -c \"print(('nested ' + 'a' * 49 + '!\\\\n') * 2000"
+                " + 'nested ' + 'a' * 40000 + '!')\"",
+            )
+            start = time.monotonic()
+            self.start_standin()
+            self.wait_metric(
+                "sglang_sentinel_startups_total", self.ready + 1, 5, unit=self.unit, outcome="ready"
+            )
+            took = time.monotonic() - start
+            self.expect_startups(["ready"])
+            scrape_start = time.monotonic()
+            self.scrape()
+            scrape_s = time.monotonic() - scrape_start
+            stop_start = time.monotonic()
+            self.sh(f"systemctl restart {SERVICE}")
+            restart_s = time.monotonic() - stop_start
+            if scrape_s > 1.0 or restart_s > 5.0:
+                raise JourneyError(f"/metrics took {scrape_s:.2f} s, a restart {restart_s:.2f} s")
+            s.detail = (
+                f"startup after the lines recorded {took:.2f} s after the restart; /metrics "
+                f"{scrape_s:.3f} s; sentinel restart {restart_s:.2f} s"
+            )
 
         with self.step("journalctl --rotate and --vacuum-files=1 while running") as s:
             pid = self.main_pid()
             self.sh("journalctl --rotate && journalctl --vacuum-files=1")
             self.start_standin()
             self.wait_metric(
-                "sglang_sentinel_startups_total", 4, 10, unit=self.unit, outcome="ready"
+                "sglang_sentinel_startups_total",
+                self.ready + 1,
+                10,
+                unit=self.unit,
+                outcome="ready",
             )
             self.expect_startups(["ready"])
             if self.main_pid() != pid:
@@ -478,7 +586,11 @@ WantedBy=multi-user.target
             if boots < 2:
                 raise JourneyError(f"journalctl --list-boots shows {boots} boot(s)")
             self.wait_metric(
-                "sglang_sentinel_startups_total", 5, 20, unit=self.unit, outcome="ready"
+                "sglang_sentinel_startups_total",
+                self.ready + 1,
+                20,
+                unit=self.unit,
+                outcome="ready",
             )
             self.expect_startups(["ready"])
             self.expect_values(
@@ -506,6 +618,15 @@ WantedBy=multi-user.target
                 )
             s.detail = "no unit (LoadState=not-found), no files, no state, no symlink, port closed"
 
+        with self.step("the README's commands in the clone: make demo, make check") as s:
+            # As written, except that the demo stops after its report instead of serving
+            # until Ctrl-C (DEMO_NO_FOLLOW=1, which scripts/demo.sh offers for tests).
+            demo = self.sh(f"cd {CLONE} && DEMO_NO_FOLLOW=1 make demo", timeout=900)
+            if "max_running_requests 48 → 26" not in demo:
+                raise JourneyError(f"make demo printed no regression:\n{demo[-2000:]}")
+            self.sh(f"cd {CLONE} && make check", timeout=900)
+            s.detail = "make demo reported 48 → 26; make check passed"
+
     def expect_values(self, expected: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> None:
         """Each metric (with unit=this unit unless it is a sentinel-wide one) has this value."""
         _, samples = self.scrape()
@@ -531,9 +652,9 @@ GLOBAL_METRICS = frozenset(
 
 
 def report(steps: list[Step]) -> str:
-    lines = [f"  {'step':<58} {'s':>7}  result"]
+    lines = [f"  {'step':<66} {'s':>7}  result"]
     for st in steps:
-        lines.append(f"  {st.name:<58} {st.seconds:>7.1f}  {'ok' if st.ok else 'FAILED'}")
+        lines.append(f"  {st.name:<66} {st.seconds:>7.1f}  {'ok' if st.ok else 'FAILED'}")
     return "\n".join(lines)
 
 

@@ -14,6 +14,7 @@ the pristine roots as tarballs keyed by suite, packages, mmdebstrap version and 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import secrets
 import signal
@@ -133,7 +134,14 @@ def main(argv: list[str] | None = None) -> int:
                 if not isinstance(exc, (AssertionError, MachineError)):
                     traceback.print_exc()
                 print(f"[{suite}] FAILED: {exc}\n[{suite}] log: {machine.log}", flush=True)
-                tail = machine.log.read_text(errors="replace").splitlines()[-40:]
+                with contextlib.suppress(Exception):  # the sentinel's side, while it is up
+                    machine.sh(
+                        "systemctl --no-pager status sglang-sentinel; "
+                        "journalctl --no-pager -o short-precise -n 40 -u sglang-sentinel",
+                        check=False,
+                        timeout=30,
+                    )
+                tail = machine.log.read_text(errors="replace").splitlines()[-80:]
                 print("\n".join(f"[{suite}] | {line}" for line in tail), flush=True)
             finally:
                 results[suite] = list(journey.steps)
