@@ -8,6 +8,7 @@ instant and restarted ends with exactly what one uninterrupted pass over the jou
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import sqlite3

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import sqlite3
 import subprocess
@@ -20,7 +19,7 @@ import standin_sglang
 from sentinelproc import Sentinel, Sentinels, cli_stdout, wait_until
 from test_faults import LockHolder
 
-UNIT = f"sglang-faultsuite-{os.getpid()}.service"
+UNIT = journaltools.unique_unit("sglang-faultsuite")
 SEED_1 = "1" * 32
 SEED_2 = "2" * 32
 SEED_3 = "3" * 32
