@@ -1,32 +1,33 @@
 """The journal-read floor (part a): read MESSAGE of a unit's entries and nothing else.
 
-Opens the journal exactly as the sentinel's JournalSource does (same `journalctl -u` matches, no
-data threshold), so the difference to `sentinel scan` is the sentinel's own work.
+One reader with the single `_SYSTEMD_UNIT=UNIT` match and no data threshold: the cheapest way to
+read a unit's lines, so the difference to `sentinel scan` is everything the sentinel adds (its
+PID 1/coredump lines, invocation ids, rules, tracking, state).
 
     python -m bench.floor JOURNAL_DIR UNIT
 """
 
 from __future__ import annotations
 
-import contextlib
 import sys
 
 from systemd import journal
-
-from sglang_sentinel.journal import add_unit_matches
 
 
 def read_floor(directory: str, unit: str) -> int:
     reader = journal.Reader(path=directory)
     reader.data_threshold = 0
-    add_unit_matches(reader, [unit])
+    reader.add_match(_SYSTEMD_UNIT=unit)
     reader.seek_head()
     next_ = reader._next
     get = reader._get
     n = 0
     while next_():
-        with contextlib.suppress(KeyError):
+        # Not contextlib.suppress: entering a context manager per entry costs a fifth of the read.
+        try:  # noqa: SIM105
             get("MESSAGE")
+        except KeyError:
+            pass
         n += 1
     reader.close()
     return n

@@ -6,6 +6,11 @@ captured or disabled) and, after each, steady-state Prefill/Decode batch lines a
 lines in the layout of that startup's SGLang version (sglang-log-facts.md §8). The other 25% come
 from other units (sshd, cron, containerd, a second SGLang unit, the kernel, PID 1 about sessions).
 
+A second shape, "mixed" (`build(..., shape="mixed")`), is there so that the scan is not tuned to
+one generator: the watched unit is 40 % of the entries, interleaved line by line with three
+other SGLang servers (0.5.9 and 0.5.23 layouts) besides the system noise, and it starts eleven
+times, mostly as 0.5.23 with its own capacities.
+
 Speed matters at 1M entries, so entries are written as Journal Export Format bytes directly from
 per-process header templates (no dict per entry), each output file is one journal-remote run fed
 on stdin while Python produces the next chunk, and the result is cached under bench/cache keyed
@@ -98,6 +103,49 @@ VERSIONS = (
     ),
     Version("0.5.23", "/models/Qwen3-30B-A3B", 2, 512, 2_412_800, True, ()),
 )
+
+
+# The mixed shape's startups: mostly 0.5.23, with capacities of their own, a few older layouts.
+_LATEST = [
+    Version("0.5.23", "/models/Qwen3-30B-A3B", 2, 256 + 32 * i, 2_000_000 + 10_007 * i, True, ())
+    for i in range(8)
+]
+MIXED_VERSIONS = (VERSIONS[0], *_LATEST[:3], VERSIONS[1], *_LATEST[3:6], VERSIONS[2], *_LATEST[6:])
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A benchmark journal's mix: the watched unit's startups, the others' share and kinds."""
+
+    name: str
+    versions: tuple[Version, ...]
+    other_share: float
+    # Other SGLang servers: kind, unit, layout version, weight among the other kinds, model,
+    # share of prefill lines among its batch lines.
+    sglang_others: tuple[tuple[str, str, str, int, str, float], ...]
+    burst: float  # chance that one more other entry follows an other entry
+
+
+SHAPES = {
+    "single": Shape(
+        "single",
+        VERSIONS,
+        OTHER_SHARE,
+        (("embed", OTHER_SGLANG_UNIT, "0.5.9", 20, "bge-m3", 0.0),),
+        0.75,
+    ),
+    "mixed": Shape(
+        "mixed",
+        MIXED_VERSIONS,
+        0.6,
+        (
+            ("embed", OTHER_SGLANG_UNIT, "0.5.9", 60, "bge-m3", 0.0),
+            ("chat2", "sglang-chat2.service", "0.5.23", 120, "Qwen3-32B", 0.3),
+            ("rerank", "sglang-rerank.service", "0.5.23", 80, "bge-reranker", 0.3),
+        ),
+        0.9,
+    ),
+}
 
 
 def _prefix(ts_s: str, rank: int | None) -> str:
@@ -334,10 +382,9 @@ _ENTRY = b"__REALTIME_TIMESTAMP=%d\n__MONOTONIC_TIMESTAMP=%d\n%sMESSAGE=%s\n\n"
 class _Others:
     """Entries of the other units: headers built once, messages varied cheaply."""
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, shape: Shape) -> None:
         self.rng = rng
         inv = "0f" * 16
-        sglang_cmd = "/opt/sglang/.venv/bin/python3 -m sglang.launch_server --model /models/bge-m3"
         self.kinds: list[tuple[str, bytes, int]] = [
             (
                 "sshd",
@@ -371,13 +418,6 @@ class _Others:
                 25,
             ),
             (
-                "embed",
-                _service_header(
-                    OTHER_SGLANG_UNIT, "3c" * 16, 9001, "python3", "/usr/bin/python3.12", sglang_cmd
-                ),
-                20,
-            ),
-            (
                 "kernel",
                 _fields(
                     _BOOT_ID=BOOT_ID,
@@ -402,8 +442,19 @@ class _Others:
                 10,
             ),
         ]
+        # The other SGLang servers go after containerd (the single shape's order, as cached).
+        self.sglang: dict[str, tuple[SteadyState, float]] = {}
+        for number, (kind, unit, version, weight, model, prefills) in enumerate(
+            shape.sglang_others
+        ):
+            cmd = f"/opt/sglang/.venv/bin/python3 -m sglang.launch_server --model /models/{model}"
+            inv = f"{0x3C + number:02x}" * 16
+            header = _service_header(
+                unit, inv, 9001 + number, "python3", "/usr/bin/python3.12", cmd
+            )
+            self.kinds.insert(3 + number, (kind, header, weight))
+            self.sglang[kind] = (SteadyState(version, rng), prefills)
         self._choices = [k for k in self.kinds for _ in range(k[2])]
-        self.embed = SteadyState("0.5.9", rng)
 
     def pick(self, ts_s: str) -> tuple[str, bytes, bytes]:
         name, header, _ = self.rng.choice(self._choices)
@@ -420,10 +471,11 @@ class _Others:
                 f'time="{ts_s.replace(" ", "T")}.{r.randint(0, 999999):06d}Z" level=info '
                 f'msg="loading plugin" id=io.containerd.snapshotter.v1.{r.choice(("overlayfs", "native"))}'
             )
-        elif name == "embed":
-            # A second SGLang server: its lines must not leak into the watched unit's facts.
-            body, _ = self.embed.decode()
-            msg = f"[{ts_s}] {body}"
+        elif name in self.sglang:
+            # Another SGLang server: its lines must not leak into the watched unit's facts.
+            steady, prefills = self.sglang[name]
+            body = steady.prefill() if prefills and r.random() < prefills else steady.decode()[0]
+            msg = f"[{ts_s}] {body}" if name == "embed" else f"[{ts_s} TP0] {body}"
         elif name == "kernel":
             msg = (
                 f"[UFW BLOCK] IN=eth0 OUT= MAC=52:54:00:12:34:56 SRC=203.0.113.{r.randint(1, 254)} "
@@ -438,16 +490,17 @@ def _ts_string(us: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(us // 1_000_000))
 
 
-def generate_entries(n: int, seed: int = 5) -> Iterator[tuple[str, bytes]]:
+def generate_entries(n: int, seed: int = 5, shape: str = "single") -> Iterator[tuple[str, bytes]]:
     """Yield (kind, export bytes of one entry) for `n` entries; manifest facts via `plan`."""
-    yield from _Generator(n, seed).run()
+    yield from _Generator(n, seed, SHAPES[shape]).run()
 
 
 class _Generator:
-    def __init__(self, n: int, seed: int) -> None:
+    def __init__(self, n: int, seed: int, shape: Shape) -> None:
         self.n = n
+        self.shape = shape
         self.rng = random.Random(seed)
-        self.others = _Others(self.rng)
+        self.others = _Others(self.rng, shape)
         self.ts = START_US
         self.startups: list[dict[str, object]] = []
 
@@ -461,9 +514,10 @@ class _Generator:
 
     def run(self) -> Iterator[tuple[str, bytes]]:
         n, rng = self.n, self.rng
-        others_total = round(n * OTHER_SHARE)
+        share = self.shape.other_share
+        others_total = round(n * share)
         unit_total = n - others_total
-        versions = VERSIONS
+        versions = self.shape.versions
         # Each startup: PID 1 starting/started, its lines, then steady state, then stopping/stopped.
         fixed = sum(len(startup_lines(v)) + 5 for v in versions)
         steady_total = max(0, unit_total - fixed)
@@ -476,8 +530,8 @@ class _Generator:
             nonlocal emitted_other, count
             while (
                 emitted_other < others_total
-                and emitted_other * (1 - OTHER_SHARE) < (emitted_unit * OTHER_SHARE)
-                and rng.random() < 0.75
+                and emitted_other * (1 - share) < (emitted_unit * share)
+                and rng.random() < self.shape.burst
             ):
                 name, header, msg = self.others.pick(_ts_string(self.ts))
                 emitted_other += 1
@@ -510,11 +564,11 @@ class _Generator:
                 yield from interleave()
             steady = SteadyState(v.name, rng)
             last_gen: float | None = None
-            share = steady_total // len(versions) + (
+            steady_share = steady_total // len(versions) + (
                 steady_total % len(versions) if index == len(versions) - 1 else 0
             )
             tp0 = ranks[0]
-            for _ in range(share):
+            for _ in range(steady_share):
                 ts_s = _ts_string(self.ts)
                 roll = rng.random()
                 if roll < 0.55:
@@ -557,14 +611,15 @@ class _Generator:
 # --- building the journal ---------------------------------------------------------------------
 
 
-def journal_dir_for(n: int, cache: Path = CACHE_DIR) -> Path:
-    return cache / f"journal-v{GENERATOR_VERSION}-n{n}"
+def journal_dir_for(n: int, cache: Path = CACHE_DIR, shape: str = "single") -> Path:
+    tag = "" if shape == "single" else f"{shape}-"
+    return cache / f"journal-v{GENERATOR_VERSION}-{tag}n{n}"
 
 
 def build(
-    n: int, out_dir: Path, *, per_file: int | None = None, seed: int = 5
+    n: int, out_dir: Path, *, per_file: int | None = None, seed: int = 5, shape: str = "single"
 ) -> dict[str, object]:
-    """Write an N-entry journal to `out_dir` (several files) and return its manifest."""
+    """Write an N-entry journal of `shape` to `out_dir` (several files); return its manifest."""
     if per_file is None:
         # Several files even for a small journal: reading across files is part of the cost.
         per_file = min(ENTRIES_PER_FILE, max(1000, -(-n // 5)))
@@ -574,7 +629,7 @@ def build(
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
     started = time.perf_counter()
-    gen = _Generator(n, seed)
+    gen = _Generator(n, seed, SHAPES[shape])
     kinds: Counter[str] = Counter()
     files: list[str] = []
     procs: list[subprocess.Popen[bytes]] = []
@@ -621,6 +676,7 @@ def build(
     others = sum(v for k, v in kinds.items() if k.startswith("other:"))
     manifest: dict[str, object] = {
         "generator_version": GENERATOR_VERSION,
+        "shape": shape,
         "entries": sum(kinds.values()),
         "unit": UNIT,
         "unit_entries": sum(kinds.values()) - others,
@@ -636,22 +692,24 @@ def build(
     return manifest
 
 
-def ensure(n: int, cache: Path = CACHE_DIR) -> tuple[Path, dict[str, object]]:
+def ensure(
+    n: int, cache: Path = CACHE_DIR, shape: str = "single"
+) -> tuple[Path, dict[str, object]]:
     """The cached N-entry journal directory and its manifest; built when missing or stale."""
-    out = journal_dir_for(n, cache)
+    out = journal_dir_for(n, cache, shape)
     manifest_path = out / "manifest.json"
     if manifest_path.exists():
         manifest = json.loads(manifest_path.read_text())
         if all((out / f).exists() for f in manifest["files"]):
             return out, manifest
-    return out, build(n, out)
+    return out, build(n, out, shape=shape)
 
 
 if __name__ == "__main__":
     import sys
 
     size = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
-    path, info = ensure(size)
+    path, info = ensure(size, shape=sys.argv[2] if len(sys.argv) > 2 else "single")
     print(
         path,
         json.dumps(

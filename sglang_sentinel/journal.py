@@ -2,6 +2,14 @@
 
 Reads only the fields the pipeline needs through `Reader._next()` / `_get()`, which is several
 times faster than `get_next()` (that one converts every field of every entry).
+
+`journalctl -u` is a disjunction: the unit's own lines, PID 1's lines about it, its coredumps.
+libsystemd pays for a disjunction on every entry (about 15 % of the read), so the source reads
+the unit's lines with a single match and the rare PID 1/coredump lines with a second reader, and
+merges the two in journal order: a manager line is handed out right after the last unit line
+before it (found by a third reader, `_probe`, positioned at the manager line). The order is
+libsystemd's own, and the position a `cursor()` names means what it did with one reader:
+everything up to that entry was handed out, nothing after it.
 """
 
 from __future__ import annotations
@@ -63,40 +71,85 @@ class JournalSource:
         self._last_start: bytes | None = None  # set by _entry for a container start's line
         self.directory = directory
         self.files = tuple(files)
-        self._reader: Any = None
+        self._reader: Any = None  # the units' own lines (one match per unit)
+        self._side: Any = None  # PID 1's lines about the units and their coredumps
+        self._probe: Any = None  # like _reader; only positioned, to find where a side line goes
         self._last_invocation: dict[str, str] = {}
         self.last_realtime_us: int | None = None
         # Reads that failed on a corrupt journal file (EBADMSG) and were skipped.
         self.corrupt_reads = 0
+        self._reset_merge()
+
+    def _reset_merge(self) -> None:
+        # The side line read but not handed out yet, its cursor, and the unit line it follows
+        # ((realtime, cursor), or None: no unit line is before it).
+        self._pending: JournalEntry | None = None
+        self._pending_cursor = ""
+        self._pending_after: tuple[int, str] | None = None
+        # The cursor of the last line handed out when it was a side line ("": a unit line,
+        # which _reader is on).
+        self._side_cursor = ""
+        self._side_mono: tuple[int, str] | None = None  # the monotonic time of that side line
+        self._pending_mono: tuple[int, str] | None = None
+        # _reader is on a line it has not handed out yet (after a seek past a gone cursor).
+        self._held = False
+        # _reader found no unit line after a seek: it is on none, and none is to come now.
+        self._unit_ended = False
+        self._realtime = 0  # of the unit line _reader is on
 
     # -- opening and positioning ---------------------------------------------------------------
 
     def open(self) -> None:
         """Open the journal and install the unit matches; raises JournalError with the reason."""
+        readers = [self._open_one() for _ in range(3)]
+        for reader in readers:
+            # Long server_args lines must arrive whole; 0 lifts libsystemd's 64 KiB truncation.
+            reader.data_threshold = 0
+            # Ask for the fd now: libsystemd sets up its inotify watches lazily on the first
+            # get_fd(), and files created before that would go unnoticed (see systemd#40788).
+            reader.fileno()
+        self._reader, self._side, self._probe = readers
+        if not split_targets(self.units)[0]:
+            self._side.close()  # no unit: no PID 1 or coredump lines about one
+            self._side = None
+        self._install_matches(None)
+        self._reset_merge()
+
+    def _install_matches(self, boot: str | None) -> None:
+        """The readers' matches; with `boot`, only that boot's entries (a conjunction)."""
+        plain, containers = split_targets(self.units)
+        for reader in (self._reader, self._probe):
+            reader.flush_matches()
+            add_unit_matches(reader, plain)
+            if containers:
+                # Containers are matched on another field: a disjunction, only when there are some.
+                reader.add_disjunction()
+                add_container_matches(reader, containers)
+            if boot is not None:
+                reader.add_conjunction()
+                reader.add_match(_BOOT_ID=boot)
+        if self._side is not None:
+            self._side.flush_matches()
+            add_manager_matches(self._side, plain)
+            if boot is not None:
+                self._side.add_conjunction()
+                self._side.add_match(_BOOT_ID=boot)
+
+    def _open_one(self) -> Any:
         try:
             if self.directory is not None:
                 if not self.directory.is_dir():
                     raise JournalError(f"journal directory {self.directory} does not exist")
-                reader = journal.Reader(path=str(self.directory))
-            elif self.files:
+                return journal.Reader(path=str(self.directory))
+            if self.files:
                 missing = [str(f) for f in self.files if not f.is_file()]
                 if missing:
                     raise JournalError(f"journal file(s) not found: {', '.join(missing)}")
-                reader = journal.Reader(files=[str(f) for f in self.files])
-            else:
-                reader = journal.Reader(flags=journal.SYSTEM_ONLY)
+                return journal.Reader(files=[str(f) for f in self.files])
+            return journal.Reader(flags=journal.SYSTEM_ONLY)
         except OSError as exc:
             where = self.directory or ", ".join(map(str, self.files)) or "the system journal"
             raise JournalError(f"cannot open {where}: {exc.strerror or exc}") from exc
-        # Long server_args lines must arrive whole; 0 lifts libsystemd's 64 KiB truncation.
-        reader.data_threshold = 0
-        plain, containers = split_targets(self.units)
-        add_unit_matches(reader, plain)
-        add_container_matches(reader, containers)
-        # Ask for the fd now: libsystemd sets up its inotify watches lazily on the first
-        # get_fd(), and files created before that would go unnoticed (see systemd#40788).
-        reader.fileno()
-        self._reader = reader
 
     @property
     def reader(self) -> Any:
@@ -104,13 +157,31 @@ class JournalSource:
             raise JournalError("journal is not open")
         return self._reader
 
-    def seek_head(self) -> None:
+    def _readers(self) -> tuple[Any, ...]:
+        self._reset_merge()
         self._partials.clear()
-        self.reader.seek_head()
+        return (self.reader,) if self._side is None else (self.reader, self._side)
+
+    def _hold_first(self) -> None:
+        # After a seek the unit reader is on no line; put it on its first one (held, not handed
+        # out), so that where a side line goes is a question about two lines.
+        reader = self.reader
+        with contextlib.suppress(OSError):
+            if reader._next():
+                self._held = True
+                self._realtime = int(reader._get_realtime())
+            else:
+                self._unit_ended = True
+
+    def seek_head(self) -> None:
+        for reader in self._readers():
+            reader.seek_head()
+        self._hold_first()
 
     def seek_realtime(self, seconds: float) -> None:
-        self._partials.clear()
-        self.reader.seek_realtime(seconds)
+        for reader in self._readers():
+            reader.seek_realtime(seconds)
+        self._hold_first()
 
     def seek_boot_start(self, boot_id: str | None = None) -> None:
         """Position before the first entry of boot `boot_id` (default: the current one) and read
@@ -121,14 +192,12 @@ class JournalSource:
         be compared). A `_BOOT_ID` match is exact. A running daemon never leaves its boot, so
         keeping the match costs nothing; the next start resumes from the saved cursor instead.
         """
-        self._partials.clear()
         boot = boot_id if boot_id is not None else self.journal_boot(current_boot_id())
-        reader = self.reader
-        reader.flush_matches()
-        add_unit_matches(reader, self.units)
-        reader.add_conjunction()
-        reader.add_match(_BOOT_ID=boot)
-        reader.seek_head()
+        readers = self._readers()
+        self._install_matches(boot)
+        for reader in readers:
+            reader.seek_head()
+        self._hold_first()
 
     def journal_boot(self, kernel_boot: str) -> str:
         """The boot journald calls this one: `kernel_boot` if the journal has an entry of it,
@@ -157,21 +226,33 @@ class JournalSource:
 
     def seek_cursor(self, cursor: str) -> bool:
         """Resume after `cursor`. Returns False when its entry is gone and we continue after it."""
-        reader = self.reader
-        self._partials.clear()
+        readers = self._readers()
+        unit, side = readers[0], (readers[1] if len(readers) > 1 else None)
         try:
-            reader.seek_cursor(cursor)
+            for reader in readers:
+                reader.seek_cursor(cursor)
         except OSError:
-            reader.seek_head()
+            self.seek_head()
             return False
         # seek_cursor needs a move before test_cursor can answer (systemd#17767, #30331).
-        if not reader._next():
-            return True  # nothing at or after the cursor yet; we are at the end
-        if reader.test_cursor(cursor):
-            return True  # on the processed entry itself; reading continues after it
-        # Landed on the first entry after a vacuumed/rotated cursor: step back so it is read.
-        reader._previous()
-        return False
+        # Each reader lands on its first entry at or after the cursor's position: the entry
+        # itself (handed out before: reading continues after it) or the next one, kept.
+        found = False
+        if unit._next():
+            if unit.test_cursor(cursor):
+                found = True
+            else:
+                self._held = True
+                self._realtime = int(unit._get_realtime())
+        else:
+            self._unit_ended = True
+        if side is not None and side._next():
+            if side.test_cursor(cursor):
+                found = True
+            else:
+                self._take_side()
+        # Nothing at or after the cursor yet: we are at the end, after it.
+        return found or (not self._held and self._pending is None)
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -196,70 +277,197 @@ class JournalSource:
         before it comes as its raw MESSAGE bytes: unit and invocation are the previous entry's,
         its time is `realtime_us()` while the generator is suspended on it.
 
-        That is nearly every line of a busy unit, and a JournalEntry plus the reads of
-        _SYSTEMD_UNIT and the realtime cost as much again as reading MESSAGE; most lines match
-        nothing and need none of it. `last_realtime_us` is the time of the last entry read.
+        That is nearly every line of a busy unit, and a JournalEntry plus the read of
+        _SYSTEMD_UNIT cost as much again as reading MESSAGE; most lines match nothing and need
+        none of it. `last_realtime_us` is the time of the last entry read.
         """
         reader = self.reader
         get = reader._get
         next_ = reader._next
-        # The raw _SYSTEMD_INVOCATION_ID of the last service entry yielded; an invocation id
-        # belongs to one unit, so an equal one means the same unit and invocation.
-        context: bytes | None = None
-        # The raw CONTAINER_LOG_EPOCH of the last container entry yielded: one per start of
-        # one container, so it does for containers what the invocation id does for units.
-        start: bytes | None = None
+        realtime = reader._get_realtime
+        test_cursor = reader.test_cursor
+        self._refresh()
+        # The last unit line there is now: this round reads up to it, so that a side line
+        # written meanwhile is never handed out after a unit line written after it.
+        end_at, end_cursor = self._last_unit_line(None) or (-1, "")
         count = 0
         bad_in_a_row = 0
+        now = -1
         try:
             while limit is None or count < limit:
-                try:
-                    if not next_():
-                        return
-                    bad_in_a_row = 0
-                except OSError as exc:
-                    if exc.errno != errno.EBADMSG:
-                        raise JournalError(f"reading the journal failed: {exc}") from exc
-                    # A corrupt entry or file: skip it rather than stop following, and say so.
-                    self.corrupt_reads += 1
-                    bad_in_a_row += 1
-                    if self.corrupt_reads == 1:
-                        log.warning("journal_file_corrupt", error=str(exc), action="skipped")
-                    if bad_in_a_row >= _MAX_BAD_IN_A_ROW:
-                        # The reader does not move past it: reading on would loop forever.
-                        raise JournalError(
-                            f"reading the journal failed: {bad_in_a_row} corrupt reads in a row "
-                            "without progress (run `journalctl --verify`)"
-                        ) from exc
+                # Side lines that come before the unit reader's next line.
+                if self._pending is None:
+                    self._next_side()
+                if self._pending is not None and self._side_due():
+                    side_line = self._pending
+                    self._side_cursor = self._pending_cursor
+                    self._side_mono = self._pending_mono
+                    self._pending = None
+                    now = side_line.realtime_us
+                    count += 1
+                    yield side_line
                     continue
-                count += 1
-                try:
-                    raw = get("MESSAGE")
-                except KeyError:
-                    raw = b""
-                try:
-                    inv_raw: bytes | None = get("_SYSTEMD_INVOCATION_ID")
-                except KeyError:
-                    inv_raw = None
-                if inv_raw is not None and inv_raw == context:
-                    yield raw
-                    continue
-                if start is not None and self._continues_start(start):
-                    yield raw  # the next whole line of the container start just yielded
-                    continue
-                entry, own = self._entry(raw, inv_raw)
-                context = inv_raw if own else None
-                start = self._last_start
-                if entry is not None:
-                    yield entry
+                if end_at == -2:
+                    return  # the unit reader is at its end or at the horizon
+                # Unit lines, up to the unit line the pending side line follows.
+                stop_at, stop_cursor = (
+                    self._pending_after if self._pending is not None else None
+                ) or (-1, "")
+                # The raw _SYSTEMD_INVOCATION_ID of the last service line yielded; an invocation
+                # id belongs to one unit, so an equal one means the same unit and invocation.
+                context: bytes | None = None
+                # The raw CONTAINER_LOG_EPOCH of the last container entry yielded: one per start
+                # of one container, so it does for containers what the invocation id does for units.
+                start: bytes | None = None
+                first = True
+                while limit is None or count < limit:
+                    if self._held:
+                        self._held = False
+                        now = self._realtime
+                    else:
+                        try:
+                            if not next_():
+                                end_at = -2
+                                break
+                            bad_in_a_row = 0
+                        except OSError as exc:
+                            self._bad_read(exc, bad_in_a_row := bad_in_a_row + 1)
+                            continue
+                        now = self._realtime = realtime()
+                    count += 1
+                    if first:
+                        first = False
+                        self._side_cursor = ""  # cursor() is the unit reader's again
+                    try:
+                        raw = get("MESSAGE")
+                    except KeyError:
+                        raw = b""
+                    try:
+                        inv_raw: bytes | None = get("_SYSTEMD_INVOCATION_ID")
+                    except KeyError:
+                        inv_raw = None
+                    if inv_raw is not None and inv_raw == context:
+                        yield raw
+                    elif start is not None and self._continues_start(start):
+                        yield raw  # the next whole line of the container start just yielded
+                    else:
+                        entry, own = self._entry(raw, inv_raw)
+                        context = inv_raw if own else None
+                        start = self._last_start
+                        if entry is not None:
+                            yield entry
+                    # A realtime is nearly always one entry's; the cursor decides.
+                    if now == stop_at and test_cursor(stop_cursor):
+                        break  # the side line comes next
+                    if now == end_at and test_cursor(end_cursor):
+                        end_at = -2
+                        break
         finally:
-            if count:
-                # Still on the last entry read (sd_journal_next() at the end does not move).
+            if now >= 0:
+                self.last_realtime_us = now
+
+    def _bad_read(self, exc: OSError, in_a_row: int) -> None:
+        """A read failed: skip a corrupt entry or file (EBADMSG) and say so, else raise."""
+        if exc.errno != errno.EBADMSG:
+            raise JournalError(f"reading the journal failed: {exc}") from exc
+        self.corrupt_reads += 1
+        if self.corrupt_reads == 1:
+            log.warning("journal_file_corrupt", error=str(exc), action="skipped")
+        if in_a_row >= _MAX_BAD_IN_A_ROW:
+            # The reader does not move past it: reading on would loop forever.
+            raise JournalError(
+                f"reading the journal failed: {in_a_row} corrupt reads in a row "
+                "without progress (run `journalctl --verify`)"
+            ) from exc
+
+    def _refresh(self) -> None:
+        """Let the side and probe readers see files added or removed since the last round (the
+        daemon polls and processes the unit reader)."""
+        for reader in (self._side, self._probe):
+            if reader is not None:
                 with contextlib.suppress(OSError):
-                    self.last_realtime_us = self.realtime_us()
+                    reader.process()
+
+    def _next_side(self) -> None:
+        """Read the next side line into `_pending`, if there is one."""
+        side = self._side
+        if side is None:
+            return
+        bad_in_a_row = 0
+        while True:
+            try:
+                if not side._next():
+                    return
+            except OSError as exc:
+                self._bad_read(exc, bad_in_a_row := bad_in_a_row + 1)
+                continue
+            bad_in_a_row = 0
+            if self._take_side():
+                return
+
+    def _take_side(self) -> bool:
+        """Make the side reader's current line `_pending`; False when it is not one."""
+        side = self._side
+        get = side._get
+        # A line of a watched unit itself is the unit reader's (PID 1 is never a watched unit).
+        if _first(get, ("_SYSTEMD_UNIT",)) in self._unit_set:
+            return False
+        try:
+            raw = get("MESSAGE")
+        except KeyError:
+            raw = b""
+        entry = self._manager_entry(get, raw, int(side._get_realtime()))
+        if entry is None:
+            return False
+        cursor = str(side._get_cursor())
+        try:
+            usec, boot = side._get_monotonic()
+            self._pending_mono = (int(usec), bytes(boot).hex())
+        except OSError:
+            self._pending_mono = None
+        self._pending = entry
+        self._pending_cursor = cursor
+        self._pending_after = self._last_unit_line(cursor)
+        return True
+
+    def _last_unit_line(self, before: str | None) -> tuple[int, str] | None:
+        """(realtime, cursor) of the last unit line before the entry at cursor `before` (None:
+        the last unit line of all), or None when there is none."""
+        probe = self._probe
+        if probe is None:
+            return None
+        try:
+            if before is None:
+                probe.seek_tail()
+            else:
+                probe.seek_cursor(before)
+            if not probe._previous():
+                return None
+            return int(probe._get_realtime()), str(probe._get_cursor())
+        except OSError:
+            return None
+
+    def _side_due(self) -> bool:
+        """Whether the pending side line comes before the unit reader's next line."""
+        after = self._pending_after
+        if after is None:
+            return True  # no unit line before it at all
+        reader = self.reader
+        try:
+            if reader.test_cursor(after[1]):
+                # On the unit line before it: handed out already, unless it is held.
+                return not self._held
+            current = str(reader._get_cursor())
+        except OSError:
+            # On no line: after a seek with no unit line after it, nothing is to come before
+            # the side line; else (never moved) the unit line before it is still to come.
+            return self._unit_ended
+        # The unit line before it is behind the reader's: the side line is due (it sorts
+        # before what is still to come; a late file can even put it before lines handed out).
+        return _cursor_before(after[1], current)
 
     def _entry(self, raw: bytes, inv_raw: bytes | None) -> tuple[JournalEntry | None, bool]:
-        """The full record of one entry, and whether it is a watched unit's own line."""
+        """The full record of one unit line, and whether it is a watched unit's own line."""
         get = self.reader._get
         self._last_start = None
         units = self._unit_set
@@ -267,42 +475,28 @@ class JournalSource:
             unit = get("_SYSTEMD_UNIT").decode("utf-8", "replace")
         except KeyError:
             unit = ""
-        if unit in units:
-            inv = inv_raw.decode("ascii", "replace") if inv_raw is not None else None
-            cmdline = None
-            if inv is not None and self._last_invocation.get(unit) != inv:
-                self._last_invocation[unit] = inv
-                try:
-                    cmdline = get("_CMDLINE").decode("utf-8", "replace")
-                except KeyError:
-                    cmdline = None
-            entry = JournalEntry(
-                unit=unit,
-                message=clean_message(raw),
-                realtime_us=self.realtime_us(),
-                invocation_id=inv,
-                cmdline=cmdline,
-            )
-            return entry, True
-        if self._containers:
-            name = _first(get, ("CONTAINER_NAME",))
-            if name is not None and name in self._containers:
-                return self._container_entry(name, raw), False
-        # PID 1 (or systemd-coredump) talking about a watched unit.
-        about = _first(get, ("UNIT", "COREDUMP_UNIT"))
-        if about is None or about not in units:
+        if unit not in units:
+            if self._containers:
+                name = _first(get, ("CONTAINER_NAME",))
+                if name is not None and name in self._containers:
+                    return self._container_entry(name, raw), False
             return None, False
-        pid_raw = _first(get, ("_PID",))
+        inv = inv_raw.decode("ascii", "replace") if inv_raw is not None else None
+        cmdline = None
+        if inv is not None and self._last_invocation.get(unit) != inv:
+            self._last_invocation[unit] = inv
+            try:
+                cmdline = get("_CMDLINE").decode("utf-8", "replace")
+            except KeyError:
+                cmdline = None
         entry = JournalEntry(
-            unit=about,
+            unit=unit,
             message=clean_message(raw),
-            realtime_us=self.realtime_us(),
-            invocation_id=_first(get, ("INVOCATION_ID",)),
-            from_pid1=pid_raw == "1",
-            message_id=_first(get, ("MESSAGE_ID",)),
-            pid=int(pid_raw) if pid_raw and pid_raw.isdigit() else None,
+            realtime_us=self._realtime,
+            invocation_id=inv,
+            cmdline=cmdline,
         )
-        return entry, False
+        return entry, True
 
     def _container_entry(self, name: str, raw: bytes) -> JournalEntry | None:
         """A watched container's line (Docker's journald driver), its pieces joined first.
@@ -352,12 +546,30 @@ class JournalSource:
         """Pieces of a container line read but not yielded yet (the cursor is past them)."""
         return self._partials.pending
 
+    def _manager_entry(self, get: Any, raw: bytes, realtime_us: int) -> JournalEntry | None:
+        """PID 1 (or systemd-coredump) talking about a watched unit, or None."""
+        about = _first(get, ("UNIT", "COREDUMP_UNIT"))
+        if about is None or about not in self._unit_set:
+            return None
+        pid_raw = _first(get, ("_PID",))
+        return JournalEntry(
+            unit=about,
+            message=clean_message(raw),
+            realtime_us=realtime_us,
+            invocation_id=_first(get, ("INVOCATION_ID",)),
+            from_pid1=pid_raw == "1",
+            message_id=_first(get, ("MESSAGE_ID",)),
+            pid=int(pid_raw) if pid_raw and pid_raw.isdigit() else None,
+        )
+
     def realtime_us(self) -> int:
-        """The realtime timestamp (µs) of the entry the reader is on."""
-        return int(self.reader._get_realtime())
+        """The realtime timestamp (µs) of the unit line the generator is suspended on."""
+        return self._realtime
 
     def monotonic(self) -> tuple[int, str] | None:
-        """The monotonic timestamp (µs since boot) and boot id of the entry the reader is on."""
+        """The monotonic timestamp (µs since boot) and boot id of the entry handed out last."""
+        if self._side_cursor:
+            return self._side_mono
         try:
             usec, boot = self.reader._get_monotonic()
         except OSError:
@@ -366,6 +578,8 @@ class JournalSource:
 
     def cursor(self) -> str | None:
         """The cursor of the entry last read, or None before the first read."""
+        if self._side_cursor:
+            return self._side_cursor
         try:
             return str(self.reader._get_cursor())
         except OSError:
@@ -381,21 +595,44 @@ class JournalSource:
         return int(self.reader.fileno())
 
     def close(self) -> None:
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
+        for reader in (self._reader, self._side, self._probe):
+            if reader is not None:
+                reader.close()
+        self._reader = self._side = self._probe = None
 
 
 def add_unit_matches(reader: Any, units: Sequence[str]) -> None:
-    """Select what `journalctl -u UNIT` selects: the unit's own lines, PID 1's lines about it,
-    and its coredumps (systemd's add_matches_for_unit)."""
+    """Select the units' own lines (one field: libsystemd ORs the values, no disjunction)."""
     for unit in units:
         reader.add_match(_SYSTEMD_UNIT=unit)
-        reader.add_disjunction()
+
+
+def add_manager_matches(reader: Any, units: Sequence[str]) -> None:
+    """Select the rest of what `journalctl -u UNIT` selects: PID 1's lines about the units and
+    their coredumps (systemd's add_matches_for_unit)."""
+    for unit in units:
         reader.add_match(_PID="1", UNIT=unit)
         reader.add_disjunction()
         reader.add_match(MESSAGE_ID=_COREDUMP_MESSAGE_ID, _UID="0", COREDUMP_UNIT=unit)
         reader.add_disjunction()
+
+
+def _cursor_before(a: str, b: str) -> bool:
+    """Whether the entry at cursor `a` sorts before the one at cursor `b`, as libsystemd orders
+    entries of different files: by sequence number within one journal, else by time."""
+    fa, fb = _cursor_fields(a), _cursor_fields(b)
+    try:
+        if fa.get("s") == fb.get("s"):
+            return int(fa.get("i", "0"), 16) < int(fb.get("i", "0"), 16)
+        if fa.get("b") == fb.get("b"):
+            return int(fa.get("m", "0"), 16) < int(fb.get("m", "0"), 16)
+        return int(fa.get("t", "0"), 16) < int(fb.get("t", "0"), 16)
+    except ValueError:
+        return False
+
+
+def _cursor_fields(cursor: str) -> dict[str, str]:
+    return dict(part.split("=", 1) for part in cursor.split(";") if "=" in part)
 
 
 def _first(get: Any, fields: tuple[str, ...]) -> str | None:

@@ -353,6 +353,14 @@ class RuleSet:
             self._apply(rule, body, rank, matches)
         return matches
 
+    def line_memo(self) -> tuple[Mapping[bytes, object], bytes] | None:
+        """`match_raw`'s memo (digit-masked line -> verdict) and its mask table, or None when
+        it has none: a caller that finds a line's key mapped to a BatchMatch or to None may take
+        that as `match_raw`'s answer (a BatchMatch, or no match) without the call."""
+        if self._line_memo is None:
+            return None
+        return self._line_memo, _MASK_DIGITS
+
     def match_raw(self, raw: bytes) -> list[RuleMatch] | BatchMatch:
         """`match(clean_message(raw))`, except for a batch line (its one candidate is a runtime
         rule with only runtime facts) that matches it and converts: then a `BatchMatch`.

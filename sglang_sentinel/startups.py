@@ -32,7 +32,7 @@ from .model import (
     StartupRecord,
 )
 from .redact import launch_flags, redact_cmdline, scrub_text
-from .rules import BatchMatch
+from .rules import BatchMatch, RuleSet
 from .serverargs import BalanceScanner, normalized_settings, parse_server_args
 from .text import clean_message
 
@@ -42,6 +42,7 @@ ErrorSink = Callable[[str, Exception], None]
 # RuleSet.match_raw: raw MESSAGE bytes -> a BatchMatch for a batch line (its facts are
 # `rule.facts_of_raw(raw)`, converted only when needed); else match(clean_message(raw)).
 RawMatcher = Callable[[bytes], "list[RuleMatch] | BatchMatch"]
+_MISS: Any = object()  # a line match_raw's memo does not know
 
 # Facts the tracker takes from server_args when no log line reported them.
 _FROM_SETTINGS = (
@@ -369,6 +370,11 @@ class StartupTracker:
         """
         n = 0
         match_raw = self.match_raw
+        # match_raw's memo, looked up here: a memoised batch line or non-matching line (nearly
+        # every line) then costs a dict lookup and no call.
+        owner = getattr(match_raw, "__self__", None)
+        memo = owner.line_memo() if isinstance(owner, RuleSet) else None
+        memo_get, mask = (memo[0].get, memo[1]) if memo is not None else (None, b"")
         tracker_hits = self.rule_hits
         dirty = self._dirty
         # The builder raw lines belong to, while no server_args continuation is pending;
@@ -386,10 +392,16 @@ class StartupTracker:
             try:
                 matches: Sequence[RuleMatch] = ()  # the exact-path matches of a raw line
                 if b is not None and isinstance(item, bytes):
-                    try:
-                        verdict = match_raw(item)
-                    except Exception as exc:
-                        raise _StageFault("rules") from exc
+                    verdict = (
+                        memo_get(item.translate(mask), _MISS) if memo_get is not None else _MISS
+                    )
+                    if verdict is None:
+                        continue  # no rule matches a line of this shape
+                    if verdict.__class__ is not BatchMatch:
+                        try:
+                            verdict = match_raw(item)
+                        except Exception as exc:
+                            raise _StageFault("rules") from exc
                     if isinstance(verdict, BatchMatch):  # the feed_same_invocation batch-line case
                         if verdict.rule.id in OBSERVED_RULES:
                             self._observe(b, verdict.rule.id, item, realtime_us)

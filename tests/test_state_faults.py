@@ -111,6 +111,9 @@ class StuckReader:
     def _get_realtime(self) -> int:
         return 0
 
+    def test_cursor(self, cursor: str) -> bool:
+        return False
+
 
 def test_an_ebadmsg_that_does_not_advance_is_an_error_not_an_endless_loop() -> None:
     source = JournalSource([UNIT])
