@@ -21,10 +21,8 @@ from probes import (
     JourneyError,
     Sample,
     Step,
-    free_port,
     parse_metrics,
     port_open,
-    report,
     wait_until,
 )
 
