@@ -1,7 +1,7 @@
 # The README's commands. Every target uses .venv/bin/... directly; bootstrap prepares it.
 BIN := .venv/bin
 
-.PHONY: bootstrap bootstrap-test demo test test-pythons check bench bench-smoke ci dashboard e2e
+.PHONY: bootstrap bootstrap-test demo test test-pythons check bench bench-smoke ci dashboard e2e soak
 
 # What demo and check need; bootstrap-test adds the test peers (prometheus, alertmanager,
 # mtail, sqlite3), used as binaries with their services left disabled.
@@ -41,6 +41,13 @@ bench-smoke: bootstrap-test
 	@if [ -f bench/__main__.py ]; then $(BIN)/python -m bench --smoke; \
 	else echo "bench-smoke: skipped, bench/__main__.py does not exist yet" >&2; fi
 	$(BIN)/python -m bench.decode --smoke
+
+# The fault suite at full length (minutes): >= 100 SIGKILLs of a following daemon, 10^6
+# generated hostile lines; `make test` runs the same tests shorter.
+soak: bootstrap-test
+	SENTINEL_SOAK_KILLS=100 SENTINEL_HOSTILE_LINES=1000000 $(BIN)/pytest -q -s \
+		tests/test_daemon_crash.py tests/test_hostile_lines.py tests/test_faults.py \
+		tests/test_state_faults.py tests/test_clock.py tests/test_fault_suite.py
 
 ci: bootstrap-test
 	$(MAKE) --no-print-directory check

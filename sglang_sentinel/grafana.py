@@ -487,30 +487,16 @@ def _panels() -> Iterator[Panel]:
         g,
         "bargauge",
         "Startup phase durations (latest vs baseline)",
-        "Weight loading and service start to ready, for the latest startup and its baseline.",
+        "Weight load, KV cache allocation, CUDA graph capture and time to ready, from the first "
+        "line of each phase, for the latest startup and its baseline.",
         [
             target(
-                f"{PREFIX}weight_load_duration_seconds{{{SEL}}}",
-                "{{unit}} weight load",
-                "A",
-                instant=True,
+                f"{PREFIX}startup_phase_seconds{{{SEL}}}", "{{unit}} {{phase}}", "A", instant=True
             ),
             target(
-                f"{PREFIX}baseline_weight_load_duration_seconds{{{SEL}}}",
-                "{{unit}} weight load (baseline)",
+                f"{PREFIX}baseline_startup_phase_seconds{{{SEL}}}",
+                "{{unit}} {{phase}} (baseline)",
                 "B",
-                instant=True,
-            ),
-            target(
-                f"{PREFIX}startup_duration_seconds{{{SEL}}}",
-                "{{unit}} start to ready",
-                "C",
-                instant=True,
-            ),
-            target(
-                f"{PREFIX}baseline_startup_duration_seconds{{{SEL}}}",
-                "{{unit}} start to ready (baseline)",
-                "D",
                 instant=True,
             ),
         ],
@@ -539,12 +525,135 @@ def _panels() -> Iterator[Panel]:
         overrides=[_DASHED],
     )
 
-    yield g.row("Decode throughput")
+    yield g.row("Decode throughput against the baseline")
     yield panel(
         g,
         "timeseries",
-        "Generation throughput",
-        "gen throughput (token/s) of the latest decode batch line.",
+        "Decode throughput at like load vs baseline",
+        "Current / baseline decode throughput compared at like load (same captured batch and "
+        "context buckets); absent while inconclusive. The default policy warns below 0.9 and "
+        "is critical below 0.75 (docs/decode-throughput.md).",
+        [target(f"{PREFIX}decode_throughput_ratio{{{SEL}}}", "{{instance}} {{unit}}")],
+        w=12,
+        h=8,
+        unit="percentunit",
+        field={
+            "custom": {"lineInterpolation": "stepAfter", "thresholdsStyle": {"mode": "dashed"}},
+            "thresholds": _thresholds((None, "red"), (0.75, "orange"), (0.9, "transparent")),
+        },
+    )
+    yield panel(
+        g,
+        "table",
+        "Decode verdict",
+        "The decode comparison's verdict per unit (regressed, improved, unchanged, inconclusive)"
+        " and the clean like-load samples behind it.",
+        [
+            target(
+                f"max by ({BY}, verdict) ({PREFIX}decode_verdict{{{SEL}}}) == 1",
+                ref="A",
+                instant=True,
+                table=True,
+            ),
+        ],
+        w=12,
+        h=8,
+        transformations=[
+            {
+                "id": "organize",
+                "options": {"excludeByName": {"Time": True, "Value": True}},
+            }
+        ],
+    )
+    yield panel(
+        g,
+        "timeseries",
+        "Decode median per like-load bucket vs baseline",
+        "Median gen throughput of each bucket (solid) and the baseline's (dashed).",
+        [
+            target(
+                f"{PREFIX}decode_bucket_median_tokens_per_second{{{SEL}}}",
+                "{{unit}} {{bucket}}",
+                "A",
+            ),
+            target(
+                f"{PREFIX}baseline_decode_bucket_median_tokens_per_second{{{SEL}}}",
+                "{{unit}} {{bucket}} baseline",
+                "B",
+            ),
+        ],
+        w=12,
+        h=8,
+        unit="tokens/s",
+        overrides=[_DASHED],
+    )
+    yield panel(
+        g,
+        "timeseries",
+        "Decode lines without CUDA graph vs baseline",
+        "Share of decode lines with `cuda graph: False` (eager decode) in the latest startup "
+        "(solid) and the baseline (dashed).",
+        [
+            target(
+                f"{PREFIX}decode_without_cuda_graph_ratio{{{SEL}}}", "{{instance}} {{unit}}", "A"
+            ),
+            target(
+                f"{PREFIX}baseline_decode_without_cuda_graph_ratio{{{SEL}}}",
+                "{{instance}} {{unit}} baseline",
+                "B",
+            ),
+        ],
+        w=6,
+        h=8,
+        unit="percentunit",
+        overrides=[_DASHED],
+    )
+    yield panel(
+        g,
+        "timeseries",
+        "Retractions and decode OOM lines",
+        "`Retract requests` and `Decode/Prefill out of memory` lines in the latest startup.",
+        [
+            target(
+                f"{PREFIX}decode_retractions{{{SEL}}}", "{{instance}} {{unit}} retractions", "A"
+            ),
+            target(
+                f"{PREFIX}decode_out_of_memory_lines{{{SEL}}}",
+                "{{instance}} {{unit}} out of memory",
+                "B",
+            ),
+        ],
+        w=6,
+        h=8,
+        field={"decimals": 0},
+    )
+    yield panel(
+        g,
+        "timeseries",
+        "max_running_requests vs largest captured CUDA graph",
+        "Admitting more requests than the largest captured decode CUDA-graph batch runs decode "
+        "eager once the batch grows past it.",
+        [
+            target(
+                f"{PREFIX}max_running_requests{{{SEL}}}",
+                "{{instance}} {{unit}} max_running_requests",
+                "A",
+            ),
+            target(
+                f"{PREFIX}cuda_graph_max_batch_size{{{SEL}}}",
+                "{{instance}} {{unit}} largest graph batch",
+                "B",
+            ),
+        ],
+        w=12,
+        h=8,
+        field={"custom": {"lineInterpolation": "stepAfter"}},
+    )
+    yield panel(
+        g,
+        "timeseries",
+        "Generation throughput (latest batch line)",
+        "gen throughput (token/s) of the latest decode batch line, whatever the load.",
         [
             target(
                 f"{PREFIX}generation_throughput_tokens_per_second{{{SEL}}}",

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from html import escape
 
 from .compare import Policy
+from .decode import describe
 from .model import SEVERITY_ORDER, Comparison, FactValue, Finding, StartupRecord
 from .pipeline import evaluate
 from .report import compact_evidence, duration
@@ -250,6 +251,8 @@ def _startup_lines(s: UnitStatus) -> str:
                     "(pin one with <code>sentinel baseline --pin</code>)",
                 )
             )
+    if c is not None and c.decode and c.decode.get("verdict") != "inconclusive":
+        rows.append(("Decode", _e(describe(c.decode))))
     if s.starting is not None:
         r = s.starting.record
         stalled = _stall(s)

@@ -57,10 +57,29 @@ DECODE = (
 )
 
 
-def service_lines(startup: int) -> list[bytes]:
-    """The fixture's lines for `startup` that the service itself prints (PID 1's removed)."""
+# journald's default LineMax: a longer line is stored as several entries of this many bytes.
+LINE_MAX = 48 * 1024
+
+
+def service_lines(startup: int, pad: int = 0) -> list[bytes]:
+    """The fixture's lines for `startup` that the service itself prints (PID 1's removed).
+
+    `pad` lengthens the server_args line by about that many bytes (a long `cuda_graph_bs`
+    list before its closing bracket), so journald splits it into several entries.
+    """
     path = journaltools.seed_fixture_dir() / LOGS[startup]
-    return [raw for _, raw in journaltools.read_fixture_log(path) if not _PID1.match(raw)]
+    lines = [raw for _, raw in journaltools.read_fixture_log(path) if not _PID1.match(raw)]
+    if pad:
+        extra = b", sentinel_test_pad=[" + b", ".join(b"%d" % i for i in range(pad // 7)) + b"]"
+        lines = [
+            raw[:-1] + extra + b")" if b"server_args=ServerArgs(" in raw else raw for raw in lines
+        ]
+    return lines
+
+
+def entry_count(startup: int, pad: int = 0) -> int:
+    """How many journal entries journald makes of `service_lines(startup, pad)`."""
+    return sum(max(1, -(-len(raw) // LINE_MAX)) for raw in service_lines(startup, pad))
 
 
 def _pause(seconds: float) -> None:
@@ -77,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--decode-interval-ms", type=float, default=30.0)
     parser.add_argument("--write-times", type=Path)
     parser.add_argument("--hold", action="store_true", help="exit only at EOF on stdin")
+    parser.add_argument("--pad-server-args", type=int, default=0, help="lengthen server_args")
     parser.add_argument("--serve", action="store_true", help="stay up after the log until SIGTERM")
     parser.add_argument("--crash-after", type=int, metavar="N", help="exit after the first N lines")
     parser.add_argument("--exit-code", type=int, default=1, help="exit status with --crash-after")
@@ -84,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
 
     out = sys.stdout.buffer
     delay = args.delay_ms / 1000
-    lines = service_lines(args.startup)
+    lines = service_lines(args.startup, args.pad_server_args)
     if args.crash_after is not None:
         for raw in lines[: args.crash_after]:
             out.write(raw + b"\n")
@@ -129,6 +149,7 @@ def run(
     delay_ms: float = 2.0,
     argv: Sequence[str] = (),
     timeout: float = 60.0,
+    pad: int = 0,
 ) -> None:
     """Run the stand-in as `unit`; return once journald has stored every line and it exited."""
     proc = journald.run_in_unit(
@@ -141,6 +162,8 @@ def run(
             "--delay-ms",
             str(delay_ms),
             "--hold",
+            "--pad-server-args",
+            str(pad),
             *argv,
         ],
         invocation_id=invocation_id,
@@ -149,7 +172,7 @@ def run(
     assert proc.stdin is not None
     try:
         journald.wait_for_entries(
-            len(service_lines(startup)), timeout, _SYSTEMD_INVOCATION_ID=invocation_id
+            entry_count(startup, pad), timeout, _SYSTEMD_INVOCATION_ID=invocation_id
         )
     finally:
         proc.stdin.close()

@@ -8,6 +8,7 @@ instant and restarted ends with exactly what one uninterrupted pass over the jou
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import sqlite3
@@ -25,10 +26,12 @@ from sentinelproc import cli_stdout, free_port, popen_sentinel, stop, wait_until
 # per unit name and host-wide, so another root test session on the host cannot interfere.
 UNIT = journaltools.unique_unit("sglang-crash")
 SEED = 20260309
-MIN_STARTUPS = 20
-MIN_KILLS = 10
-MAX_STARTUPS = 80  # bounds the run if kills come slowly
+# `make soak` raises these (SENTINEL_SOAK_KILLS=100): the same test, ten times the kills.
+MIN_KILLS = int(os.environ.get("SENTINEL_SOAK_KILLS", "10"))
+MIN_STARTUPS = max(20, 2 * MIN_KILLS)
+MAX_STARTUPS = 8 * MIN_STARTUPS  # bounds the run if kills come slowly
 EXPECTED_MRR = {1: 48, 2: 26}
+SPLIT_PAD = 200_000  # bytes added to a server_args line: 5 journald entries of 48 KiB
 
 
 class Supervisor:
@@ -134,7 +137,10 @@ def test_sigkill_at_random_moments_loses_nothing_and_repeats_nothing(
             assert len(written) < MAX_STARTUPS, f"only {supervisor.kills} kills"
             startup = 1 + len(written) % 2
             inv = f"{ids_rng.getrandbits(128):032x}"
-            standin_sglang.run(live_journald, startup, inv, unit=UNIT, delay_ms=1)
+            # Every third startup's server_args line is split by journald into 5 entries: a
+            # kill may fall between its parts.
+            pad = SPLIT_PAD if len(written) % 3 == 0 else 0
+            standin_sglang.run(live_journald, startup, inv, unit=UNIT, delay_ms=1, pad=pad)
             written[inv] = startup
     finally:
         stop.set()
@@ -208,6 +214,15 @@ def test_sigkill_at_random_moments_loses_nothing_and_repeats_nothing(
     }
     assert daemon_findings == reference
     assert stored == reference
+    # The split server_args lines (killed between parts or not) as whole as a scan has them.
+    scanned = {s["invocation_id"]: s["server_args"] for s in json.loads(scan)["startups"]}
+    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    for inv, record in db.execute("SELECT invocation_id, record FROM startups"):
+        assert json.loads(record)["server_args"] == scanned[inv], inv
+    db.close()
+    split = [inv for inv, args in scanned.items() if "sentinel_test_pad" in args]
+    assert len(split) == (len(written) + 2) // 3
+    assert all(len(scanned[inv]["sentinel_test_pad"]) == SPLIT_PAD // 7 for inv in split)
     total = sum(len(c) for c in reference.values())
     # Every startup 2 after a startup 1 regresses in the same three ways; nothing else does.
     assert total == 3 * sum(1 for s in written.values() if s == 2)

@@ -238,6 +238,8 @@ def test_every_panel_query_returns_data_from_prometheus(
                 (scenario.seed_unit, "piecewise_cuda_graph_disabled", "warning"),
                 (scenario.failed_unit, "startup_failed", "critical"),
                 (scenario.stalled_unit, "startup_stalled", "warning"),
+                (scenario.decode_unit, "decode_throughput_drop", "warning"),
+                (scenario.decode_unit, "decode_without_cuda_graph", "warning"),
             ]
         )
 
@@ -246,7 +248,7 @@ def test_every_panel_query_returns_data_from_prometheus(
             return str(result["value"][1])
 
         assert value("Units with a critical regression A") == "2"  # the seed, the failed unit
-        assert value("Units with warnings only A") == "1"  # the stalled unit
+        assert value("Units with warnings only A") == "2"  # the stalled and decoding units
         assert value("Latest startup failed A") == "1"
         assert value("Startups under way A") == "1"
         timeline = query(concrete(exprs["Startup timeline A"]))
@@ -255,9 +257,27 @@ def test_every_panel_query_returns_data_from_prometheus(
             scenario.ok_unit: "1",
             scenario.failed_unit: "0",
             scenario.stalled_unit: "7",  # ready before, a startup under way, stalled
+            scenario.decode_unit: "1",
         }
-        to_ready = query(concrete(exprs["Startup phase durations (latest vs baseline) D"]))
-        assert {r["metric"]["unit"]: r["value"][1] for r in to_ready}[scenario.seed_unit] == "204"
+        [ratio] = query(concrete(exprs["Decode throughput at like load vs baseline A"]))
+        assert ratio["metric"]["unit"] == scenario.decode_unit
+        assert float(ratio["value"][1]) == pytest.approx(0.8, abs=0.05)  # 20 % slower
+        verdicts = query(concrete(exprs["Decode verdict A"]))
+        assert {r["metric"]["unit"]: r["metric"]["verdict"] for r in verdicts} == {
+            unit: "regressed" if unit == scenario.decode_unit else "inconclusive"
+            for unit in scenario.units
+        }
+        phases = query(concrete(exprs["Startup phase durations (latest vs baseline) A"]))
+        assert {
+            r["metric"]["phase"]: float(r["value"][1])
+            for r in phases
+            if r["metric"]["unit"] == scenario.decode_unit
+        } == {
+            "weight_load": 60.0,
+            "kv_allocation": 3.0,
+            "graph_capture": 10.0,
+            "time_to_ready": 90.0,
+        }
     finally:
         if proc.poll() is None:
             proc.terminate()

@@ -13,6 +13,7 @@ import http.server
 import re
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from html.parser import HTMLParser
@@ -157,9 +158,13 @@ def test_status_page_renders_in_chromium(tmp_path: Path, sentinels: Sentinels) -
         f"✔ OK {scenario.ok_unit} no regression against the baseline",
         f"✖ FAILED {scenario.failed_unit} Scheduler hit an exception: {pagescenario.HOSTILE}",
         f"◷ STALLED {scenario.stalled_unit} {stall_message}",
+        summary[4],  # checked below: its numbers are the decode comparison's
     ]
+    assert summary[4].startswith(
+        f"⚠ WARNING {scenario.decode_unit} decode throughput at like load fell "
+    )
 
-    seed, ok, failed, stalled = root.find_all("section", "unit-card")
+    seed, ok, failed, stalled, decoding = root.find_all("section", "unit-card")
     assert [cells(r) for r in seed.find_all("table", "findings")[0].find_all("tr")[1:]] == [
         ["✖ CRITICAL", "max_running_requests_drop", "max_running_requests 48 → 26 (−46 %)"],
         ["⚠ WARNING", "kv_cache_tokens_drop", "KV cache tokens 507050 → 277552 (−45 %)"],
@@ -205,6 +210,25 @@ def test_status_page_renders_in_chromium(tmp_path: Path, sentinels: Sentinels) -
     # The startup under way is stalled; its chart shows it as a hollow point.
     assert [d.text for d in stalled.find_all("dd")][2].endswith(f"◷ stalled: {stall_message}")
     assert len(stalled.find_all("svg", "chart")[0].find_all("circle", "pt-starting")) == 1
+
+    # The decode comparison's one line, under the baseline (20 % slower in the scenario).
+    [decode_row] = [
+        dd.text
+        for dt, dd in zip(decoding.find_all("dt"), decoding.find_all("dd"), strict=True)
+        if dt.text == "Decode"
+    ]
+    assert re.fullmatch(
+        r"decode at like load \d+ → \d+ tok/s \(−(1[5-9]|2[0-5]) %\), \d+ buckets?, \d+ samples: regressed",
+        decode_row,
+    ), decode_row
+    checks = [cells(r)[1] for r in decoding.find_all("table", "findings")[0].find_all("tr")[1:]]
+    assert checks == ["decode_throughput_drop", "decode_without_cuda_graph"]
+
+    # Readers at the same time, each on its own server thread, all get the page (an SQLite
+    # connection shared between HTTP threads once turned some of them into server errors).
+    with ThreadPoolExecutor(8) as pool:
+        statuses = list(pool.map(lambda _: daemon.get("/")[0], range(32)))
+    assert statuses == [200] * 32
 
     png = browser.screenshot(daemon.url("/"), "status-page.png")
     print(f"status page screenshot: {png}")
