@@ -33,7 +33,8 @@ SUBSTITUTE = {"job": ".*", "instance": ".*", "unit": ".*", "__rate_interval": "3
 
 
 def load() -> dict[str, Any]:
-    return json.loads(DASHBOARD.read_text())
+    doc: dict[str, Any] = json.loads(DASHBOARD.read_text())
+    return doc
 
 
 def concrete(expr: str) -> str:
