@@ -18,8 +18,7 @@ from .errors import ConfigError
 from .fact_ranges import describe
 from .model import Comparison, FactValue, Finding, Severity, StartupRecord
 from .runtime_checks import RUNTIME_CHECKS, RUNTIME_KEYS, decode_result, runtime_findings
-from .serverargs import diff_server_args
-from .serverargs_diff import switch_flags, switched_off_by
+from .serverargs_diff import diff_server_args, switch_flags, switched_off_by
 
 CHECKS = (
     "max_running_requests_drop",
@@ -58,7 +57,7 @@ STALL_MIN_SECONDS = 900.0
 
 
 def default_policy_path() -> Path:
-    from .rules import default_rules_dir
+    from .rule_files import default_rules_dir
 
     return default_rules_dir() / "policy.yaml"
 

@@ -5,8 +5,7 @@ Precedence, lowest first: built-in defaults, the config file, the environment
 
 This module reads the file (YAML errors, duplicate keys), merges the sources and walks the raw
 mapping section by section, collecting problems. What a valid config looks like, the records it
-becomes and the per-value converters live in config_schema.py; the public names from there are
-re-exported here, so `from .config import Config` keeps working.
+becomes and the per-value converters live in config_schema.py (import them from there).
 """
 
 from __future__ import annotations
@@ -31,15 +30,12 @@ from .config_schema import (
     Config,
     InvalidValue,
     JournalConfig,
-    ListenAddress,
     LogConfig,
     LogFormat,
     LogLevel,
     RulesConfig,
     choice,
-    config_to_dict,
     container_name,
-    describe_keys,
     describe_value,
     duration,
     format_number,
@@ -439,18 +435,5 @@ def load_config(
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
-    "LOG_FORMATS",
-    "LOG_LEVELS",
-    "STATE_DIR_ENV",
-    "AlertmanagerConfig",
-    "Config",
-    "JournalConfig",
-    "ListenAddress",
-    "LogConfig",
-    "LogFormat",
-    "LogLevel",
-    "RulesConfig",
-    "config_to_dict",
-    "describe_keys",
     "load_config",
 ]

@@ -12,6 +12,7 @@ import functools
 import os
 import select
 import signal
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -26,8 +27,9 @@ from systemd import daemon as sd
 from . import __version__
 from .alerts import AlertPusher, default_instance
 from .compare import stall_after
-from .config import Config, load_config
-from .errors import ConfigError, JournalError, RuleError, SentinelError
+from .config import load_config
+from .config_schema import Config
+from .errors import ConfigError, JournalError, RuleError, SentinelError, StateError
 from .html import collect_status, render_page
 from .httpserver import BoundedWSGIServer, make_metrics_server
 from .journal import JournalSource
@@ -139,10 +141,7 @@ class Daemon:
         # unit -> open check id -> invocation (8 hex), for finding_raised / finding_cleared
         self._open_findings: dict[str, dict[str, str]] = {}
         self._pins: dict[str, str] = {}  # unit -> pinned invocation, to log the CLI's (un)pins
-        # The page reads through its own connection: it sees committed state only and never
-        # shares the writer's connection (or the collector's lock) with HTTP threads.
         self._page_lock = threading.Lock()
-        self._page_store: StateStore | None = None
         # A failed commit: when to retry it, the next wait, and the failures in this episode.
         self._view_faults: set[tuple[str, str]] = set()
         self._retry_at: float | None = None
@@ -214,12 +213,19 @@ class Daemon:
 
     def status_page(self) -> str:
         """The page served at `/`: the same renderer as `sentinel report --html`."""
+        # A read-only connection of its own per request, opened and closed on the HTTP thread
+        # serving it: it sees committed state only, and an SQLite connection must not move
+        # between threads. The lock renders one page at a time.
         with self._page_lock:
-            if self._page_store is None:
-                self._page_store = StateStore(self.config.state_dir, readonly=True)
-            statuses = collect_status(
-                self._page_store, self.config.targets, self.policy, now=self._clock()
-            )
+            store = StateStore(self.config.state_dir, readonly=True)
+            try:
+                statuses = collect_status(
+                    store, self.config.targets, self.policy, now=self._clock()
+                )
+            except sqlite3.Error as exc:
+                raise StateError(f"status page: cannot read the state: {exc}") from exc
+            finally:
+                store.close()
         return render_page(
             statuses,
             generated_at=time.time(),
@@ -602,10 +608,6 @@ class Daemon:
             self._server.server_close()
         self.source.close()
         self.store.close()
-        with self._page_lock:
-            if self._page_store is not None:
-                self._page_store.close()
-                self._page_store = None
 
 
 def _watchdog_interval() -> float:

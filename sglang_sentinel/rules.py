@@ -9,8 +9,8 @@ The pipeline calls `RuleSet.match_raw` on nearly every journal line; almost no l
 startup rule and nearly all the rest are batch lines of a few layouts, so what a line gets is
 memoised per digit-masked line (see `match_raw`).
 
-Rule files are read and validated by `rule_files` (`load_rules`, `check_rules`, re-exported
-here); the prefix and regex analysis the matcher relies on is in `rule_shapes`.
+Rule files are read and validated by `rule_files` (`load_rules`, `check_rules`), which builds
+on this module; the prefix and regex analysis the matcher relies on is in `rule_shapes`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Final, Literal
 
 from sglang_sentinel.errors import RuleError
 from sglang_sentinel.model import RUNTIME_FACTS, FactValue, Rank, RuleMatch
@@ -39,12 +39,8 @@ from sglang_sentinel.rule_shapes import (
 )
 from sglang_sentinel.text import clean_message
 
-if TYPE_CHECKING:
-    from sglang_sentinel.rule_files import POLICY_FILE, check_rules, default_rules_dir, load_rules
-
 __all__ = [
     "FACT_TYPES",
-    "POLICY_FILE",
     "SCOPES",
     "BatchMatch",
     "FactSpec",
@@ -53,12 +49,7 @@ __all__ = [
     "RuleSet",
     "Sample",
     "Scope",
-    "check_rules",
     "convert",
-    "default_rules_dir",
-    "digit_blind",
-    "load_rules",
-    "split_prefix",
 ]
 
 FactType = Literal["int", "float", "gb", "bool", "str", "list"]
@@ -485,19 +476,3 @@ class RuleSet:
         facts = rule.apply(body)
         if facts is not None:
             matches.append(RuleMatch(rule.id, MappingProxyType(facts), rank))
-
-
-# rule_files builds on this module, so its names are re-exported lazily: importing it here at
-# import time would be an import cycle.
-_FROM_RULE_FILES: Final = frozenset(
-    {"POLICY_FILE", "check_rules", "default_rules_dir", "load_rules"}
-)
-
-
-def __getattr__(name: str) -> object:
-    """`load_rules`, `check_rules`, `default_rules_dir` and `POLICY_FILE` of `rule_files`."""
-    if name in _FROM_RULE_FILES:
-        from sglang_sentinel import rule_files
-
-        return getattr(rule_files, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,8 +10,7 @@ Values become JSON-friendly Python: str, int, float, bool, None, list (for lists
 sets), dict, and `{"__type__": "LoRARef", ...fields}` for nested dataclass reprs. `<function ...>`,
 `<Enum.X: 1>` and bare names such as `torch.bfloat16` stay strings.
 
-Comparing two parses across SGLang versions lives in serverargs_diff.py; its public names are
-re-exported here so that `from .serverargs import diff_server_args` keeps working.
+Comparing two parses across SGLang versions lives in serverargs_diff.py.
 """
 
 from __future__ import annotations
@@ -24,15 +23,6 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from sglang_sentinel.redact import redact_value
-from sglang_sentinel.serverargs_diff import (
-    NOISE_FIELDS,
-    RENAMES,
-    FieldChange,
-    Rename,
-    canonical_field,
-    diff_server_args,
-    normalized_settings,
-)
 
 # Nesting deeper than this is rejected: real reprs nest 3 levels, and a bound keeps every later
 # recursive walk (redaction, comparison, JSON encoding) far from Python's recursion limit.
@@ -477,15 +467,8 @@ class BalanceScanner:
 
 __all__ = [
     "MAX_DEPTH",
-    "NOISE_FIELDS",
-    "RENAMES",
     "BalanceScanner",
-    "FieldChange",
-    "Rename",
     "ServerArgsResult",
-    "canonical_field",
-    "diff_server_args",
     "is_complete",
-    "normalized_settings",
     "parse_server_args",
 ]

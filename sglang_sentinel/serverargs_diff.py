@@ -19,7 +19,7 @@ from typing import Any, Final, Literal
 
 # Nested dicts deeper than this are compared whole rather than leaf by leaf. The parser's
 # serverargs.MAX_DEPTH (the same 32) already rejects deeper reprs; this bound covers mappings
-# from elsewhere (stored records) without importing the parser, which re-exports this module.
+# from elsewhere (stored records) without importing the parser, which imports this module.
 _FLATTEN_DEPTH: Final = 32
 
 Meaning = Literal["same", "enable", "disable", "backend"]

@@ -33,7 +33,8 @@ from .model import (
 )
 from .redact import launch_flags, redact_cmdline, scrub_text
 from .rules import BatchMatch, RuleSet
-from .serverargs import BalanceScanner, normalized_settings, parse_server_args
+from .serverargs import BalanceScanner, parse_server_args
+from .serverargs_diff import normalized_settings
 from .text import clean_message
 
 Matcher = Callable[[str], list[RuleMatch]]

@@ -146,7 +146,8 @@ def test_rules_check_of_a_directory_without_rule_files_fails(
 
 def test_unicode_digits_are_not_numbers() -> None:
     """`\\d` and int() accept "٤٨" (Arabic-Indic 48); a fact or a server_args value must not."""
-    from sglang_sentinel.rules import convert, default_rules_dir, load_rules
+    from sglang_sentinel.rule_files import default_rules_dir, load_rules
+    from sglang_sentinel.rules import convert
     from sglang_sentinel.serverargs import parse_server_args
 
     assert convert("int", "٤٨") is None

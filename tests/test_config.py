@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sglang_sentinel import config as config_module
-from sglang_sentinel.config import (
+from sglang_sentinel.config import load_config
+from sglang_sentinel.config_schema import (
     AlertmanagerConfig,
     Config,
     JournalConfig,
@@ -22,7 +23,6 @@ from sglang_sentinel.config import (
     RulesConfig,
     config_to_dict,
     describe_keys,
-    load_config,
 )
 from sglang_sentinel.errors import ConfigError
 

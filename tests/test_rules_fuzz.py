@@ -10,7 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sglang_sentinel.model import RuleMatch
-from sglang_sentinel.rules import RuleSet, default_rules_dir, load_rules, split_prefix
+from sglang_sentinel.rule_files import default_rules_dir, load_rules
+from sglang_sentinel.rule_shapes import split_prefix
+from sglang_sentinel.rules import RuleSet
 
 PACK = load_rules([default_rules_dir()])
 LITERALS = sorted({rule.contains for rule in PACK.rules})

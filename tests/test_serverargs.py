@@ -7,15 +7,13 @@ from pathlib import Path
 import pytest
 
 from sglang_sentinel.redact import REDACTED
-from sglang_sentinel.serverargs import (
+from sglang_sentinel.serverargs import ServerArgsResult, is_complete, parse_server_args
+from sglang_sentinel.serverargs_diff import (
     RENAMES,
     FieldChange,
-    ServerArgsResult,
     canonical_field,
     diff_server_args,
-    is_complete,
     normalized_settings,
-    parse_server_args,
 )
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "seed-flag-change"

@@ -13,6 +13,7 @@ import http.server
 import re
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from html.parser import HTMLParser
@@ -222,6 +223,12 @@ def test_status_page_renders_in_chromium(tmp_path: Path, sentinels: Sentinels) -
     ), decode_row
     checks = [cells(r)[1] for r in decoding.find_all("table", "findings")[0].find_all("tr")[1:]]
     assert checks == ["decode_throughput_drop", "decode_without_cuda_graph"]
+
+    # Readers at the same time, each on its own server thread, all get the page (an SQLite
+    # connection shared between HTTP threads once turned some of them into server errors).
+    with ThreadPoolExecutor(8) as pool:
+        statuses = list(pool.map(lambda _: daemon.get("/")[0], range(32)))
+    assert statuses == [200] * 32
 
     png = browser.screenshot(daemon.url("/"), "status-page.png")
     print(f"status page screenshot: {png}")

@@ -29,8 +29,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from journey import CLONE, Journey, free_port, report  # noqa: E402
+from journey import CLONE, Journey  # noqa: E402
 from machine import Machine, MachineError, add_host_cas, build_root  # noqa: E402
+from probes import free_port, report  # noqa: E402
 
 REPO = HERE.parents[1]
 SUITES = ("bookworm", "trixie")  # Debian 12, Debian 13

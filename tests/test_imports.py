@@ -1,0 +1,106 @@
+"""The package's import graph: no cycles, no module-level __getattr__ (no re-export shims)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "sglang_sentinel"
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path, name: str) -> set[str]:
+    """Package modules this module imports, at module level or inside functions alike."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("sglang_sentinel"))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            if not target.startswith("sglang_sentinel"):
+                continue
+            for alias in node.names:
+                candidate = f"{target}.{alias.name}"
+                out.add(candidate if candidate in MODULES else target)
+    return out - {name}
+
+
+MODULES = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+GRAPH = {name: _imports(path, name) & MODULES.keys() for name, path in MODULES.items()}
+
+
+def test_no_import_cycles() -> None:
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1 visiting, 2 done
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for dep in sorted(GRAPH[node]):
+            if state.get(dep) == 1:
+                cycles.append([*stack[stack.index(dep) :], dep])
+            elif dep not in state:
+                visit(dep)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(GRAPH):
+        if node not in state:
+            visit(node)
+    assert cycles == [], "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_no_module_getattr() -> None:
+    """A module-level __getattr__ hides where a name is defined."""
+    offenders = [
+        name
+        for name, path in MODULES.items()
+        if any(
+            isinstance(node, ast.FunctionDef) and node.name == "__getattr__"
+            for node in ast.parse(path.read_text(encoding="utf-8")).body
+        )
+    ]
+    assert offenders == []
+
+
+def _defined(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+def test_public_names_live_where_they_are_defined() -> None:
+    """`__all__` lists only a module's own names: a file's name says where a definition is."""
+    reexported = {}
+    for name, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+            ):
+                listed = set(ast.literal_eval(node.value))
+                foreign = listed - _defined(tree)
+                if foreign:
+                    reexported[name] = sorted(foreign)
+    assert reexported == {}
