@@ -19,6 +19,7 @@ from .fact_ranges import describe
 from .model import Comparison, FactValue, Finding, Severity, StartupRecord
 from .runtime_checks import RUNTIME_CHECKS, RUNTIME_KEYS, decode_result, runtime_findings
 from .serverargs_diff import diff_server_args, switch_flags, switched_off_by
+from .text import duration
 
 CHECKS = (
     "max_running_requests_drop",
@@ -319,13 +320,17 @@ def _stall_finding(
     if elapsed < limit:
         return None
     took = baseline.fact("startup_seconds") if baseline is not None else None
-    base = f"the baseline was ready in {_fmt(took)} s" if _is_number(took) else "no baseline time"
+    base = (
+        f"the baseline was ready in {duration(float(took))}"  # type: ignore[arg-type]
+        if _is_number(took)
+        else "no baseline time"
+    )
     return Finding(
         check="startup_stalled",
         severity=policy.severity("startup_stalled"),
         baseline=took,
         current=round(elapsed, 3),
-        message=f"still starting after {elapsed:.0f} s (limit {limit:.0f} s; {base}): "
+        message=f"still starting after {duration(elapsed)} (limit {duration(limit)}; {base}): "
         "neither ready nor failed",
     )
 

@@ -21,8 +21,9 @@ from .compare import Policy
 from .decode import describe
 from .model import SEVERITY_ORDER, Comparison, FactValue, Finding, StartupRecord
 from .pipeline import evaluate
-from .report import compact_evidence, duration
+from .report import compact_evidence
 from .state import StateStore
+from .text import duration
 
 HISTORY = 12  # startups shown in the charts
 MAX_EVIDENCE = 10

@@ -10,6 +10,7 @@ from typing import Any
 
 from .decode import describe, phase_durations
 from .model import SEVERITY_ORDER, STARTUP_FACTS, Comparison, StartupRecord
+from .text import duration
 
 # Facts whose absence a person should be told about on a ready startup.
 _CORE_FACTS = (
@@ -35,17 +36,6 @@ def iso(ts: float | None) -> str | None:
 
 def local_time(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
-
-
-def duration(seconds: float) -> str:
-    seconds = round(seconds)
-    if seconds < 60:
-        return f"{seconds}s"
-    minutes, seconds = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes}m{seconds:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
 
 
 # -- JSON ---------------------------------------------------------------------------------------
