@@ -23,6 +23,7 @@ from typing import Any
 import structlog
 from systemd import journal
 
+from . import sigbus
 from .containers import PartialLines, add_container_matches, split_targets, start_id, target_of
 from .errors import JournalError
 from .model import JournalEntry
@@ -78,6 +79,9 @@ class JournalSource:
         self.last_realtime_us: int | None = None
         # Reads that failed on a corrupt journal file (EBADMSG) and were skipped.
         self.corrupt_reads = 0
+        # SIGBUS faults survived: a file truncated under the reader's mmap (see sigbus.py).
+        self.truncated_reads = 0
+        self._faults_seen = sigbus.faults()
         self._reset_merge()
 
     def _reset_merge(self) -> None:
@@ -101,6 +105,8 @@ class JournalSource:
 
     def open(self) -> None:
         """Open the journal and install the unit matches; raises JournalError with the reason."""
+        if not sigbus.install():
+            log.warning("sigbus_handler_unavailable", effect="a truncated journal file kills")
         readers = [self._open_one() for _ in range(3)]
         for reader in readers:
             # Long server_args lines must arrive whole; 0 lifts libsystemd's 64 KiB truncation.
@@ -363,8 +369,22 @@ class JournalSource:
                         end_at = -2
                         break
         finally:
+            self._count_faults()
             if now >= 0:
                 self.last_realtime_us = now
+
+    def _count_faults(self) -> None:
+        """Report the SIGBUS faults survived since the last look (a file truncated under us)."""
+        faults = sigbus.faults()
+        if faults > self._faults_seen:
+            if self.truncated_reads == 0:
+                log.error(
+                    "journal_file_truncated",
+                    faults=faults - self._faults_seen,
+                    action="the truncated part reads as corrupt and is skipped",
+                )
+            self.truncated_reads += faults - self._faults_seen
+            self._faults_seen = faults
 
     def _bad_read(self, exc: OSError, in_a_row: int) -> None:
         """A read failed: skip a corrupt entry or file (EBADMSG) and say so, else raise."""

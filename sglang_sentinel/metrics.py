@@ -382,6 +382,11 @@ class SentinelCollector(Collector):
             "Journal reads that hit a corrupt file (EBADMSG) and skipped it.",
             value=s.journal_corrupt_reads,
         )
+        yield CounterMetricFamily(
+            PREFIX + "journal_truncated_reads",
+            "Reads of a journal file truncated under the reader (SIGBUS survived, part skipped).",
+            value=s.journal_truncated_reads,
+        )
         build = InfoMetricFamily(PREFIX + "build", "sglang-sentinel build.", labels=["version"])
         build.add_metric([__version__], {})
         yield build

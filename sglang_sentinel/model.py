@@ -104,6 +104,8 @@ class Stats:
     commit_failures: int = 0
     # Journal reads that hit a corrupt file (EBADMSG) and skipped it.
     journal_corrupt_reads: int = 0
+    # SIGBUS faults survived reading a journal file truncated under the reader.
+    journal_truncated_reads: int = 0
 
 
 @dataclass(frozen=True, slots=True)

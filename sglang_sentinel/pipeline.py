@@ -167,6 +167,7 @@ class Pipeline:
             items = _until(items, deadline, stop, self._clock, cut)
         n = self.tracker.feed_lines(items, self.source.realtime_us)
         self.stats.journal_corrupt_reads = self.source.corrupt_reads
+        self.stats.journal_truncated_reads = self.source.truncated_reads
         # Stopped by the deadline or stop(), not by the end of the journal or the limit.
         self.cut_short = bool(cut)
         if n and self.source.last_realtime_us is not None:
