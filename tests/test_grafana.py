@@ -140,13 +140,6 @@ def test_every_query_parses_with_promtool(tmp_path: Path) -> None:
     assert bad.returncode == 1 and "parse error" in bad.stderr + bad.stdout
 
 
-@pytest.fixture
-def sentinels(tmp_path: Path) -> Iterator[Sentinels]:
-    s = Sentinels(tmp_path)
-    yield s
-    s.stop_all()
-
-
 @pytest.mark.slow
 def test_every_panel_query_returns_data_from_prometheus(
     tmp_path: Path, sentinels: Sentinels
