@@ -125,13 +125,18 @@ def test_deb_systemd_helper_really_removes_the_boot_symlink() -> None:
     """The real tool, on copies of /etc/systemd/system and its state (a private mount
     namespace): a unit enabled as Debian's postinst does is no longer wanted afterwards."""
     require_root()
+    # deb-systemd-helper's own state starts empty, as on the package's first install: after
+    # bootstrap installed and disabled prometheus (a fresh host), its kept state says "installed,
+    # no link", and `enable` then leaves it disabled. /run/systemd is covered too, so the helper
+    # sees no running systemd and sends the real PID 1 no daemon-reload.
     script = r"""
 set -eu
-for d in /etc/systemd/system /var/lib/systemd/deb-systemd-helper-enabled; do
-    mkdir -p "$d"
-    keep=$(mktemp -d); cp -a "$d/." "$keep/"
-    mount -t tmpfs sentinel-test "$d"; cp -a "$keep/." "$d/"; rm -rf "$keep"
-done
+d=/etc/systemd/system  # a copy: the other units' links stay as they are
+keep=$(mktemp -d); cp -a "$d/." "$keep/"
+mount -t tmpfs sentinel-test "$d"; cp -a "$keep/." "$d/"; rm -rf "$keep"
+mkdir -p /var/lib/systemd/deb-systemd-helper-enabled
+mount -t tmpfs sentinel-test /var/lib/systemd/deb-systemd-helper-enabled
+if [ -d /run/systemd ]; then mount -t tmpfs sentinel-test /run/systemd; fi
 DPKG_MAINTSCRIPT_PACKAGE=prometheus deb-systemd-helper enable prometheus.service
 test -L /etc/systemd/system/multi-user.target.wants/prometheus.service
 DPKG_MAINTSCRIPT_PACKAGE=prometheus deb-systemd-helper disable prometheus.service

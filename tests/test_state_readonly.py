@@ -17,6 +17,7 @@ import pytest
 from conftest import require_root
 from sentinelproc import clean_env, sentinel_argv
 
+import sglang_sentinel
 from sglang_sentinel.state import DB_NAME
 
 AS_NOBODY = ["setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups"]
@@ -25,25 +26,40 @@ UNIT = "sglang-qwen.service"  # the seed journal's unit (journal files only, no 
 
 
 def _reach_interpreter() -> str:
-    """Shell lines that let nobody run this interpreter, in a private mount namespace.
+    """Shell lines that let nobody run this interpreter and import the checkout, in a private
+    mount namespace.
 
-    pyenv builds live under root's home (mode 0700), where nobody may not look: each such
-    directory on the way to the interpreter's prefix is covered by a world-searchable tmpfs that
-    holds only a bind mount of the next step. The state directory under test is not touched.
+    pyenv builds live under root's home (mode 0700), where nobody may not look, and so does a
+    clone in /root with its .venv (the README's install, as root, on a fresh host): each such
+    directory on the way to the interpreter's prefix, the venv or the checkout is covered by a
+    world-searchable tmpfs that holds only bind mounts of the next steps. The state directory
+    under test is not touched.
     """
-    lines = []
-    for base in {Path(sys.base_prefix).resolve(), Path(os.path.realpath(sys.executable))}:
+    checkout = Path(sglang_sentinel.__file__).resolve().parents[1]
+    bases = {
+        Path(sys.base_prefix).resolve(),
+        Path(os.path.realpath(sys.executable)),
+        Path(sys.prefix).resolve(),
+        checkout,
+    }
+    steps: dict[Path, set[str]] = {}
+    for base in bases:
         for closed in reversed(base.parents):
             if closed == Path("/") or closed.stat().st_mode & 0o001:
                 continue
-            step = base.relative_to(closed).parts[0]
-            lines.append(
-                f'keep=$(mktemp -d) && mount --bind "{closed}" "$keep"'
-                f' && mount -t tmpfs -o mode=0755 sentinel-test "{closed}"'
-                f' && mkdir "{closed}/{step}" && mount --bind "$keep/{step}" "{closed}/{step}"'
-            )
+            steps.setdefault(closed, set()).add(base.relative_to(closed).parts[0])
             break
-    return "\n".join(dict.fromkeys(lines))
+    lines = []
+    for closed, names in sorted(steps.items()):
+        lines.append(
+            f'keep=$(mktemp -d) && mount --rbind "{closed}" "$keep"'
+            f' && mount -t tmpfs -o mode=0755 sentinel-test "{closed}"'
+        )
+        for step in sorted(names):
+            lines.append(
+                f'mkdir "{closed}/{step}" && mount --rbind "$keep/{step}" "{closed}/{step}"'
+            )
+    return "\n".join(lines)
 
 
 def as_nobody(*args: str) -> subprocess.CompletedProcess[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import time
 import urllib.error
@@ -577,6 +578,19 @@ WantedBy=multi-user.target
             self.sh(f"cd {CLONE} && make check", timeout=900)
             s.detail = "make demo reported 48 → 26; make check passed"
 
+        if make_test_enabled(m.name):
+            with self.step("the README's make test in the clone (CI=true, as .ci/run)") as s:
+                # As written; CI=true as .ci/run exports it, so no root/binary test may skip.
+                result = m.sh(f"cd {CLONE} && CI=true make test", check=False, timeout=1800)
+                out = result.stdout + result.stderr
+                summary = [line for line in out.splitlines() if re.search(r" in [\d.]+s", line)]
+                if result.returncode != 0:
+                    tail = "\n".join(out.splitlines()[-60:])
+                    raise JourneyError(f"make test exited {result.returncode}:\n{tail}")
+                if not summary or re.search(r"\b(skipped|failed|error)", summary[-1]):
+                    raise JourneyError(f"make test summary: {summary[-1:] or out[-2000:]}")
+                s.detail = f"make test: {summary[-1].strip('= ')}"
+
     def expect_values(
         self, expected: Mapping[tuple[str, tuple[tuple[str, str], ...]], float]
     ) -> None:
@@ -592,6 +606,12 @@ WantedBy=multi-user.target
                 wrong[f"{name}{labels}"] = (got, value)
         if wrong:
             raise JourneyError(f"metrics (got, expected): {wrong}")
+
+
+def make_test_enabled(suite: str) -> bool:
+    """E2E_MAKE_TEST: the suites whose journey also runs `make test` ("all", or names)."""
+    wanted = os.environ.get("E2E_MAKE_TEST", "").replace(",", " ").split()
+    return "all" in wanted or suite in wanted
 
 
 GLOBAL_METRICS = frozenset(

@@ -8,7 +8,8 @@ systemd-nspawn (scripts/e2e.sh installs them). Everything is removed at the end,
 or SIGTERM: the containers are powered off and the roots deleted.
 
 Environment: E2E_WORK (work directory, default a new one under /var/tmp), E2E_CACHE_DIR (keep
-the pristine roots as tarballs keyed by suite, packages, mmdebstrap version and UTC day).
+the pristine roots as tarballs keyed by suite, packages, mmdebstrap version and UTC day),
+E2E_MAKE_TEST (suites, or `all`, whose journey also runs the README's `make test` in the clone).
 """
 
 from __future__ import annotations
