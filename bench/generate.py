@@ -573,14 +573,14 @@ class _Generator:
                 roll = rng.random()
                 if roll < 0.55:
                     body, last_gen = steady.decode()
-                    kind, header, msg = "decode", tp0, f"[{ts_s} TP0] {body}"
+                    kind, header, text = "decode", tp0, f"[{ts_s} TP0] {body}"
                 elif roll < 0.75:
-                    kind, header, msg = "prefill", tp0, f"[{ts_s} TP0] {steady.prefill()}"
+                    kind, header, text = "prefill", tp0, f"[{ts_s} TP0] {steady.prefill()}"
                 else:
-                    kind, header, msg = "access", main, f"[{ts_s}] {steady.access()}"
+                    kind, header, text = "access", main, f"[{ts_s}] {steady.access()}"
                 emitted_unit += 1
                 count += 1
-                yield kind, self._entry(header, msg.encode())
+                yield kind, self._entry(header, text.encode())
                 yield from interleave()
             for mid, text in (
                 (UNIT_STOPPING, f"Stopping {title}..."),

@@ -279,8 +279,9 @@ def _startup_lines(s: UnitStatus) -> str:
 
 
 def _describe(r: StartupRecord) -> str:
-    if r.outcome == "ready" and r.ready_at is not None:
-        state = f"ready in {duration(r.ready_at - r.started_at)}"
+    took = r.time_to_ready
+    if r.outcome == "ready":
+        state = f"ready in {duration(took)}" if took is not None else "ready"
     elif r.outcome == "failed":
         state = "<strong>failed</strong>"
     else:

@@ -170,6 +170,18 @@ class StartupRecord:
     def fact(self, name: str) -> FactValue:
         return self.facts.get(name)
 
+    @property
+    def time_to_ready(self) -> float | None:
+        """Seconds from start to ready by the journal's monotonic clock (`startup_seconds`).
+
+        Never the wall-clock difference: a clock stepped during the startup would make it wrong,
+        even negative; None when not ready or not measurable.
+        """
+        value = self.facts.get("startup_seconds")
+        if self.outcome != "ready" or isinstance(value, bool):
+            return None
+        return float(value) if isinstance(value, int | float) else None
+
 
 @dataclass(frozen=True, slots=True)
 class Finding:

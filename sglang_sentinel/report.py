@@ -111,8 +111,9 @@ def scan_json(comparisons: Sequence[Comparison]) -> dict[str, Any]:
 
 def headline(record: StartupRecord) -> str:
     when = local_time(record.started_at)
-    if record.outcome == "ready" and record.ready_at is not None:
-        state = f"ready in {duration(record.ready_at - record.started_at)}"
+    took = record.time_to_ready
+    if record.outcome == "ready":
+        state = f"ready in {duration(took)}" if took is not None else "ready"
     elif record.outcome == "failed":
         state = "FAILED"
     else:

@@ -12,6 +12,7 @@ import hostguard
 import journaltools
 import pytest
 import structlog
+from sentinelproc import Sentinel, Sentinels
 
 ROOT_FIXTURES = frozenset({"live_journald", "run_in_unit"})
 
@@ -86,3 +87,19 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Name the CI artifacts this run wrote (the status page screenshot), even under -q."""
     for path in browser.WRITTEN:
         terminalreporter.write_line(f"artifact: {path}")
+
+
+@pytest.fixture
+def sentinels(tmp_path: Path) -> Iterator[Sentinels]:
+    """`sentinel run` processes for one test, all reaped at its end (see sentinelproc)."""
+    s = Sentinels(tmp_path)
+    try:
+        yield s
+    finally:
+        s.stop_all()
+
+
+@pytest.fixture
+def start_sentinel(sentinels: Sentinels) -> Callable[..., Sentinel]:
+    """`start_sentinel(*args, env=None, port=None, ready=True)`: see `Sentinels.start`."""
+    return sentinels.start

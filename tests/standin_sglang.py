@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         for raw in lines[: args.crash_after]:
             out.write(raw + b"\n")
         out.flush()
-        return args.exit_code
+        return int(args.exit_code)
     for raw in lines:
         out.write(raw + b"\n")
         out.flush()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from journaltools import StartupScript, build_journal, write_export
@@ -46,11 +47,11 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def export(capsys: pytest.CaptureFixture[str], config: Path, path: Path) -> dict:
+def export(capsys: pytest.CaptureFixture[str], config: Path, path: Path) -> dict[str, Any]:
     assert run(capsys, "baseline", "--config", str(config), "--pin")[0] == 0
     code, out, err = run(capsys, "baseline", "--config", str(config), "--export", str(path))
     assert code == 0, err
-    doc: dict = json.loads(path.read_text())
+    doc: dict[str, Any] = json.loads(path.read_text())
     assert f"sha256 {doc['sha256']}" in out
     return doc
 

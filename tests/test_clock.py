@@ -93,9 +93,14 @@ def test_a_clock_stepped_back_during_a_startup_gives_the_monotonic_duration(
     start_us = int(entries[0]["__REALTIME_TIMESTAMP"])
     mono_start = int(entries[0]["__MONOTONIC_TIMESTAMP"])
     ready["__REALTIME_TIMESTAMP"] = str(start_us - 600_000_000)  # the clock went back 10 min
-    doc, _ = scan(tmp_path, entries, capsys)
+    doc, state = scan(tmp_path, entries, capsys)
     [rec] = doc["startups"]
     mono_s = (int(ready["__MONOTONIC_TIMESTAMP"]) - mono_start) / 1e6
+    # The report and the status page say the same, never the wall clock's -10 min.
+    assert main(["report", "--state-dir", str(state), "--unit", UNIT]) == 0
+    assert main(["report", "--html", "-", "--state-dir", str(state), "--unit", UNIT]) == 0
+    shown = capsys.readouterr().out
+    assert shown.count("ready in 55s") == 2, shown
     assert rec["facts"]["startup_seconds"] == round(mono_s, 3)
     assert rec["facts"]["startup_seconds"] > 0
     [note] = [n for n in rec["notes"] if n.startswith("clock_skew")]

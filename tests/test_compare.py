@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
-from sglang_sentinel.compare import compare, load_policy
+from sglang_sentinel.compare import Policy, compare, load_policy
 from sglang_sentinel.errors import ConfigError
-from sglang_sentinel.model import STARTUP_FACTS, FactValue, Outcome, StartupRecord
+from sglang_sentinel.model import STARTUP_FACTS, FactValue, Finding, Outcome, StartupRecord
 
 POLICY = load_policy()
 
@@ -35,12 +35,14 @@ def record(
     )
 
 
-def base(**facts: FactValue) -> StartupRecord:
+def base(**facts: Any) -> StartupRecord:
     return record(invocation="a" * 32, **facts)
 
 
-def checks(current: StartupRecord, baseline: StartupRecord | None, policy: Any = POLICY) -> dict:  # type: ignore[type-arg]
-    kind = "pinned" if baseline is not None else None
+def checks(
+    current: StartupRecord, baseline: StartupRecord | None, policy: Policy = POLICY
+) -> dict[str, Finding]:
+    kind: Literal["pinned"] | None = "pinned" if baseline is not None else None
     return {f.check: f for f in compare(current, baseline, kind, policy).findings}
 
 

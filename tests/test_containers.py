@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from dockerjournal import COPIER_BUF, Container, DockerHost
@@ -67,12 +68,15 @@ def journal(tmp_path: Path, entries: list[dict[str, ExportValue]]) -> Path:
     return build_journal(write_export(ordered, tmp_path / "j.export"), tmp_path / "journal")
 
 
-def scan(capsys: pytest.CaptureFixture[str], tmp_path: Path, jdir: Path, *sel: str) -> dict:
+def scan(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, jdir: Path, *sel: str
+) -> dict[str, Any]:
     argv = ["scan", "--journal-dir", str(jdir), "--state-dir", str(tmp_path / "s"), "--json"]
     code = main([*argv, *sel])
     out, err = capsys.readouterr()
     assert code == 0, err
-    return json.loads(out)
+    doc: dict[str, Any] = json.loads(out)
+    return doc
 
 
 def test_restart_and_recreate_are_new_startups_split_server_args_parsed(

@@ -19,7 +19,7 @@ from pathlib import Path
 import journaltools
 import pytest
 import standin_sglang
-from sentinelproc import Sentinel, Sentinels, free_port, sentinel_argv, wait_until
+from sentinelproc import Sentinel, free_port, sentinel_argv, wait_until
 
 UNIT = "sglang-qwen.service"  # the seed journal's unit (journal files, not a live unit)
 # The live tests' unit: a name unique to this test run, never a real service's.
@@ -27,14 +27,6 @@ LIVE_UNIT = journaltools.unique_unit("sglang-qwen")
 
 
 # -- the sentinel under test ----------------------------------------------------------------------
-
-
-@pytest.fixture
-def start_sentinel(tmp_path: Path) -> Iterator[Callable[..., Sentinel]]:
-    """`start_sentinel(*args, env=None, port=None, ready=True)`: see `Sentinels.start`."""
-    sentinels = Sentinels(tmp_path)
-    yield sentinels.start
-    sentinels.stop_all()
 
 
 # -- (a) SIGTERM ----------------------------------------------------------------------------------

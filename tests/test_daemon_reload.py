@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
-from sentinelproc import Sentinel, Sentinels, free_port, wait_until
+from sentinelproc import Sentinel, free_port, wait_until
 
 
 class _Receiver(HTTPServer):
@@ -43,13 +43,6 @@ def receiver() -> Iterator[_Receiver]:
     yield server
     server.shutdown()
     server.server_close()
-
-
-@pytest.fixture
-def start_sentinel(tmp_path: Path) -> Iterator[Callable[..., Sentinel]]:
-    sentinels = Sentinels(tmp_path)
-    yield sentinels.start
-    sentinels.stop_all()
 
 
 def test_sighup_applies_alertmanager_and_names_restart_only_keys(

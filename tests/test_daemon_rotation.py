@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from journaltools import build_journal, ready_startup, write_export
 from sentinelproc import Sentinels, wait_until
 
@@ -17,13 +15,6 @@ UNIT = "sglang-qwen.service"
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-@pytest.fixture
-def sentinels(tmp_path: Path) -> Iterator[Sentinels]:
-    s = Sentinels(tmp_path)
-    yield s
-    s.stop_all()
 
 
 def test_new_journal_files_are_picked_up_without_spinning(

@@ -8,6 +8,7 @@ import math
 import random
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -195,7 +196,7 @@ def test_mann_whitney_and_hodges_lehmann_against_hand_values() -> None:
     assert hodges_lehmann([0.0, 10.0], [1.0]) == 4.0
 
 
-def synthetic(rate: float, n: int, seed: int, noise: float = 0.03) -> dict:
+def synthetic(rate: float, n: int, seed: int, noise: float = 0.03) -> dict[str, Any]:
     rng = random.Random(seed)
     samples = []
     for i in range(n):
@@ -231,7 +232,7 @@ def test_verdicts_and_the_null_ratio() -> None:
 def test_speculative_acceptance_is_told_apart_from_step_time() -> None:
     """Same verify-step rate, accept length 3.0 -> 2.4: the token rate falls by acceptance only."""
 
-    def spec(accept: float, seed: int) -> dict:
+    def spec(accept: float, seed: int) -> dict[str, Any]:
         rng = random.Random(seed)
         samples = []
         for i in range(90):

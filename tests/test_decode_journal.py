@@ -15,6 +15,7 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 from journaltools import StartupScript, build_journal
@@ -110,7 +111,7 @@ def startup(
 
 
 @pytest.fixture(scope="module")
-def scanned(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str, Path]:
+def scanned(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str, Path]:
     tmp = tmp_path_factory.mktemp("decode")
     t0 = 1_780_000_000.0
     base = startup(BASE_ID, t0, speed=1.0, load_seconds=60, mrr=64, seed=1)
@@ -171,11 +172,11 @@ def scanned(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str, Path]:
     return json.loads(out.getvalue()), text.getvalue(), state
 
 
-def by_id(doc: dict, inv: str) -> dict:
+def by_id(doc: dict[str, Any], inv: str) -> dict[str, Any]:
     return next(s for s in doc["startups"] if s["invocation_id"] == inv)
 
 
-def test_slow_restart_is_regressed_at_like_load(scanned: tuple[dict, str, Path]) -> None:
+def test_slow_restart_is_regressed_at_like_load(scanned: tuple[dict[str, Any], str, Path]) -> None:
     doc, _, _ = scanned
     slow = by_id(doc, SLOW_ID)
     decode = slow["runtime"]["decode"]
@@ -196,7 +197,7 @@ def test_slow_restart_is_regressed_at_like_load(scanned: tuple[dict, str, Path])
     assert base["runtime"]["decode"]["ratio"] is None
 
 
-def test_startup_signals_are_facts_and_checks(scanned: tuple[dict, str, Path]) -> None:
+def test_startup_signals_are_facts_and_checks(scanned: tuple[dict[str, Any], str, Path]) -> None:
     doc, _, _ = scanned
     base, slow, dead = (by_id(doc, i) for i in (BASE_ID, SLOW_ID, DEAD_ID))
     assert base["facts"]["cuda_graph_max_bs"] == 80
@@ -224,7 +225,7 @@ def test_startup_signals_are_facts_and_checks(scanned: tuple[dict, str, Path]) -
     assert base["findings"] == []
 
 
-def test_report_prints_the_decode_line(scanned: tuple[dict, str, Path]) -> None:
+def test_report_prints_the_decode_line(scanned: tuple[dict[str, Any], str, Path]) -> None:
     _, text, _ = scanned
     lines = [line.strip() for line in text.splitlines() if "decode at like load" in line]
     assert any(line.endswith(": regressed") and "tok/s (−" in line for line in lines), text

@@ -11,7 +11,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +106,7 @@ def one_shot(tmp_path: Path, journal: Path, **kw: Any) -> list[tuple[Any, ...]]:
 
 
 @pytest.fixture
-def events() -> Iterator[list[dict[str, Any]]]:
+def events() -> Iterator[list[MutableMapping[str, Any]]]:
     with structlog.testing.capture_logs() as logs:
         yield logs
 

@@ -60,7 +60,7 @@ def first_start(journal: Path, state: Path, boot_id: str | None) -> list[int]:
     pipeline.commit()
     records = pipeline.store.startups([UNIT])
     source.close()
-    return [int(r.facts["max_running_requests"]) for r in records]  # type: ignore[call-overload]
+    return [int(str(r.facts["max_running_requests"])) for r in records]
 
 
 def test_first_start_records_only_the_current_boot(tmp_path: Path) -> None:

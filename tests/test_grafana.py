@@ -33,7 +33,8 @@ SUBSTITUTE = {"job": ".*", "instance": ".*", "unit": ".*", "__rate_interval": "3
 
 
 def load() -> dict[str, Any]:
-    return json.loads(DASHBOARD.read_text())
+    doc: dict[str, Any] = json.loads(DASHBOARD.read_text())
+    return doc
 
 
 def concrete(expr: str) -> str:
@@ -137,13 +138,6 @@ def test_every_query_parses_with_promtool(tmp_path: Path) -> None:
         [promtool, "check", "rules", str(broken)], capture_output=True, text=True, check=False
     )
     assert bad.returncode == 1 and "parse error" in bad.stderr + bad.stdout
-
-
-@pytest.fixture
-def sentinels(tmp_path: Path) -> Iterator[Sentinels]:
-    s = Sentinels(tmp_path)
-    yield s
-    s.stop_all()
 
 
 @pytest.mark.slow

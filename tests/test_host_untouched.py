@@ -78,7 +78,7 @@ def test_hostguard_sees_a_real_service_link_replaced_or_removed() -> None:
 
 def _unique_unit_names(tree: ast.Module) -> set[str]:
     """Names assigned (anywhere in the module) from a `unique_unit(...)` call."""
-    names = set()
+    names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and _is_unique_unit_call(node.value):
             names.update(t.id for t in node.targets if isinstance(t, ast.Name))

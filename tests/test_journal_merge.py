@@ -77,7 +77,7 @@ def journalctl_order(directory: Path) -> list[str]:
     reader.add_disjunction()
     reader.add_match(MESSAGE_ID=COREDUMP_MESSAGE_ID, _UID="0", COREDUMP_UNIT=UNIT)
     reader.seek_head()
-    cursors = []
+    cursors: list[str] = []
     while reader._next():
         cursors.append(str(reader._get_cursor()))
     reader.close()
@@ -86,7 +86,7 @@ def journalctl_order(directory: Path) -> list[str]:
 
 def source_order(source: JournalSource, limit: int | None = None) -> list[str]:
     """The cursors of what `source.lines()` hands out, each read while it is suspended on it."""
-    cursors = []
+    cursors: list[str] = []
     while True:
         before = len(cursors)
         for _ in source.lines(limit):

@@ -62,7 +62,7 @@ def problems_in(path: Path) -> list[str]:
         ):
             found.append(f"{where}:{node.lineno}: {node.value.id}.{node.attr} (Python 3.11+)")
         elif isinstance(node, getattr(ast, "TryStar", ())):
-            found.append(f"{where}:{node.lineno}: except* (Python 3.11+)")
+            found.append(f"{where}:{getattr(node, 'lineno', 0)}: except* (Python 3.11+)")
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)

@@ -260,7 +260,7 @@ def test_startup_2_flags_added_facts(pack: RuleSet) -> None:
             "piecewise_cuda_graph_disabled_reason": "--disable-piecewise-cuda-graph is set",
         }
     assert not [m for m in matches if m.rule_id.startswith("piecewise_capture")]
-    missing = {item for m in matches for item in m.facts.get("moe_config_missing") or ()}
+    missing = {item for m in matches for item in _names(m.facts.get("moe_config_missing"))}
     assert missing == {MOE_UP, MOE_DOWN}
     assert facts_of(matches, "cuda_graph_capture_end") == [
         {"cuda_graph": True, "cuda_graph_mem_gb": 0.55}
@@ -588,3 +588,8 @@ def test_rule_set_is_immutable(pack: RuleSet) -> None:
         pack.rules = ()  # type: ignore[misc]
     assert pack.get("capacity_summary") is not None
     assert pack.get("nope") is None
+
+
+def _names(value: object) -> tuple[str, ...]:
+    """A list fact's items (a tuple of names), or none."""
+    return tuple(str(v) for v in value) if isinstance(value, tuple) else ()

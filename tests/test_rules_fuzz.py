@@ -46,7 +46,7 @@ RULE_LIKE = st.builds(
 def reference(rule_set: RuleSet, message: str) -> list[tuple[str, dict[str, object]]]:
     """What match must return: every rule tried on the body, without any pre-filter."""
     body, _ = split_prefix(message)
-    found = []
+    found: list[tuple[str, dict[str, object]]] = []
     for rule in rule_set.rules:
         if rule.contains in body:
             facts = rule.apply(body)

@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import journaltools
 import pytest
@@ -26,12 +27,15 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     return code, out, err
 
 
-def scan_json(capsys: pytest.CaptureFixture[str], journal: Path, state: Path, *extra: str) -> dict:
+def scan_json(
+    capsys: pytest.CaptureFixture[str], journal: Path, state: Path, *extra: str
+) -> dict[str, Any]:
     code, out, err = run_cli(
         capsys, "scan", "--journal-dir", str(journal), "--state-dir", str(state), "--json", *extra
     )
     assert code == 0, err
-    return json.loads(out)
+    doc: dict[str, Any] = json.loads(out)
+    return doc
 
 
 def all_bytes_under(path: Path) -> bytes:

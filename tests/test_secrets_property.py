@@ -39,7 +39,7 @@ def _mixed(draw: Any, size: int) -> str:
     """`size` letters and digits with at least two of each class (what a random key has)."""
     body = draw(st.text(ALNUM, min_size=size - 6, max_size=size - 6))
     fixed = draw(st.permutations(["Q", "Z", "k", "w", "7", "3"]))
-    return "".join(fixed[:3]) + body + "".join(fixed[3:])
+    return str("".join(fixed[:3]) + body + "".join(fixed[3:]))
 
 
 @st.composite
@@ -50,7 +50,7 @@ def random_token(draw: Any) -> str:
 @st.composite
 def github_token(draw: Any) -> str:
     if draw(st.booleans()):
-        return draw(st.sampled_from(["ghp_", "gho_", "ghs_"])) + _mixed(draw, 36)
+        return str(draw(st.sampled_from(["ghp_", "gho_", "ghs_"]))) + _mixed(draw, 36)
     return "github_pat_" + _mixed(draw, 22) + "_" + _mixed(draw, 59)
 
 
@@ -63,7 +63,9 @@ def jwt(draw: Any) -> str:
 @st.composite
 def aws_key_id(draw: Any) -> str:
     upper = string.ascii_uppercase + string.digits
-    return draw(st.sampled_from(["AKIA", "ASIA"])) + draw(st.text(upper, min_size=16, max_size=16))
+    return str(draw(st.sampled_from(["AKIA", "ASIA"]))) + str(
+        draw(st.text(upper, min_size=16, max_size=16))
+    )
 
 
 @st.composite
@@ -77,7 +79,7 @@ def plain_word(draw: Any) -> str:
     """A password a person chose: lower-case, no shape of its own; only its name gives it away."""
     word = draw(st.text(string.ascii_lowercase + string.digits, min_size=14, max_size=30))
     assume(len(set(word)) >= 6 and not set(word) <= set(string.hexdigits.lower()))
-    return word
+    return str(word)
 
 
 SHAPED = st.one_of(random_token(), github_token(), jwt(), aws_key_id(), slack_token())

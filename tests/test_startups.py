@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from journaltools import StartupScript, build_journal, write_export
@@ -79,14 +80,17 @@ def journal_of(tmp_path: Path, *scripts: StartupScript) -> Path:
     return build_journal(export, tmp_path / "journal")
 
 
-def scan(capsys: pytest.CaptureFixture[str], journal: Path, tmp_path: Path, *units: str) -> dict:
+def scan(
+    capsys: pytest.CaptureFixture[str], journal: Path, tmp_path: Path, *units: str
+) -> dict[str, Any]:
     argv = ["scan", "--journal-dir", str(journal), "--state-dir", str(tmp_path / "s"), "--json"]
     for u in units:
         argv += ["--unit", u]
     code = main(argv)
     out, err = capsys.readouterr()
     assert code == 0, err
-    return json.loads(out)
+    doc: dict[str, Any] = json.loads(out)
+    return doc
 
 
 def test_sglang_0523_dict_repr_and_prefill_graph(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,9 @@ from sglang_sentinel.state import DB_NAME, SCHEMA_VERSION, StateStore
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> StateStore:
+def store(tmp_path: Path) -> Iterator[StateStore]:
     s = StateStore(tmp_path / "state")
-    yield s  # type: ignore[misc]
+    yield s
     s.close()
 
 

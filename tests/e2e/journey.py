@@ -12,7 +12,7 @@ import re
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import readme_blocks
@@ -577,7 +577,9 @@ WantedBy=multi-user.target
             self.sh(f"cd {CLONE} && make check", timeout=900)
             s.detail = "make demo reported 48 → 26; make check passed"
 
-    def expect_values(self, expected: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> None:
+    def expect_values(
+        self, expected: Mapping[tuple[str, tuple[tuple[str, str], ...]], float]
+    ) -> None:
         """Each metric (with unit=this unit unless it is a sentinel-wide one) has this value."""
         _, samples = self.scrape()
         wrong = {}

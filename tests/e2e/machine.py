@@ -17,7 +17,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-PACKAGES = ("systemd", "systemd-sysv", "dbus", "ca-certificates", "python3", "python3-venv")
+PACKAGES: tuple[str, ...] = (
+    "systemd",
+    "systemd-sysv",
+    "dbus",
+    "ca-certificates",
+    "python3",
+    "python3-venv",
+)
 PACKAGES += ("make", "git")
 HOST_CA_DIR = Path("/usr/local/share/ca-certificates")
 BASE_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
