@@ -582,14 +582,10 @@ WantedBy=multi-user.target
             with self.step("the README's make test in the clone (CI=true, as .ci/run)") as s:
                 # As written; CI=true as .ci/run exports it, so no root/binary test may skip.
                 result = m.sh(f"cd {CLONE} && CI=true make test", check=False, timeout=1800)
-                out = result.stdout + result.stderr
-                summary = [line for line in out.splitlines() if re.search(r" in [\d.]+s", line)]
                 if result.returncode != 0:
-                    tail = "\n".join(out.splitlines()[-60:])
+                    tail = "\n".join((result.stdout + result.stderr).splitlines()[-60:])
                     raise JourneyError(f"make test exited {result.returncode}:\n{tail}")
-                if not summary or re.search(r"\b(skipped|failed|error)", summary[-1]):
-                    raise JourneyError(f"make test summary: {summary[-1:] or out[-2000:]}")
-                s.detail = f"make test: {summary[-1].strip('= ')}"
+                s.detail = f"make test: {all_passed(result.stdout)}"
 
     def expect_values(
         self, expected: Mapping[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -606,6 +602,21 @@ WantedBy=multi-user.target
                 wrong[f"{name}{labels}"] = (got, value)
         if wrong:
             raise JourneyError(f"metrics (got, expected): {wrong}")
+
+
+def all_passed(pytest_stdout: str) -> str:
+    """pytest -q's summary line if every test passed; a skip, failure or error is a JourneyError
+    (in CI nothing may skip: .ci/run's CI=true turns a missing root or binary into a failure)."""
+    summary = [
+        line.strip("= ")
+        for line in pytest_stdout.splitlines()
+        if re.match(r"=* ?\d+ \w+.* in [\d.]+s\b", line)
+    ]
+    if not summary or "passed" not in summary[-1]:
+        raise JourneyError(f"no pytest summary with passed tests:\n{pytest_stdout[-2000:]}")
+    if re.search(r"\b(skipped|failed|errors?|xfailed|xpassed)\b", summary[-1]):
+        raise JourneyError(f"not every test passed: {summary[-1]}")
+    return summary[-1]
 
 
 def make_test_enabled(suite: str) -> bool:
