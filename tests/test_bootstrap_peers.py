@@ -127,8 +127,8 @@ def test_deb_systemd_helper_really_removes_the_boot_symlink() -> None:
     require_root()
     # deb-systemd-helper's own state starts empty, as on the package's first install: after
     # bootstrap installed and disabled prometheus (a fresh host), its kept state says "installed,
-    # no link", and `enable` then leaves it disabled. /run/systemd is covered too, so the helper
-    # sees no running systemd and sends the real PID 1 no daemon-reload.
+    # no link", and `enable` then leaves it disabled. /run is covered by an empty tmpfs too, so the
+    # helper sees no running systemd and sends the real PID 1 no daemon-reload.
     script = r"""
 set -eu
 d=/etc/systemd/system  # a copy: the other units' links stay as they are
@@ -136,7 +136,7 @@ keep=$(mktemp -d); cp -a "$d/." "$keep/"
 mount -t tmpfs sentinel-test "$d"; cp -a "$keep/." "$d/"; rm -rf "$keep"
 mkdir -p /var/lib/systemd/deb-systemd-helper-enabled
 mount -t tmpfs sentinel-test /var/lib/systemd/deb-systemd-helper-enabled
-if [ -d /run/systemd ]; then mount -t tmpfs sentinel-test /run/systemd; fi
+mount -t tmpfs sentinel-test /run
 DPKG_MAINTSCRIPT_PACKAGE=prometheus deb-systemd-helper enable prometheus.service
 test -L /etc/systemd/system/multi-user.target.wants/prometheus.service
 DPKG_MAINTSCRIPT_PACKAGE=prometheus deb-systemd-helper disable prometheus.service
