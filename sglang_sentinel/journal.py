@@ -79,6 +79,9 @@ class JournalSource:
         self.last_realtime_us: int | None = None
         # Reads that failed on a corrupt journal file (EBADMSG) and were skipped.
         self.corrupt_reads = 0
+        # Files in the journal directory libsystemd cannot open (bad header): it skips them
+        # without a word when it opens the directory, so open() looks at each and says so.
+        self.unreadable_files: tuple[tuple[Path, str], ...] = ()
         # SIGBUS faults survived: a file truncated under the reader's mmap (see sigbus.py).
         self.truncated_reads = 0
         self._faults_seen = sigbus.faults()
@@ -108,6 +111,15 @@ class JournalSource:
         if not sigbus.install():
             log.warning("sigbus_handler_unavailable", effect="a truncated journal file kills")
         readers = [self._open_one() for _ in range(3)]
+        if not self.files:  # Reader(files=...) refuses a bad file itself (JournalError)
+            self.unreadable_files = unreadable_files(self.directory)
+            for path, reason in self.unreadable_files:
+                log.warning(
+                    "journal_file_unreadable",
+                    file=str(path),
+                    error=reason,
+                    action="skipped by libsystemd; run `journalctl --verify --file` on it",
+                )
         for reader in readers:
             # Long server_args lines must arrive whole; 0 lifts libsystemd's 64 KiB truncation.
             reader.data_threshold = 0
@@ -662,3 +674,46 @@ def _first(get: Any, fields: tuple[str, ...]) -> str | None:
         except KeyError:
             continue
     return None
+
+
+# The system journal's directories, as sd_journal_open(SYSTEM_ONLY) reads them.
+_SYSTEM_JOURNAL_DIRS = (Path("/var/log/journal"), Path("/run/log/journal"))
+# Errors that say "not a journal libsystemd can read" (not: no permission, gone meanwhile).
+_NOT_READABLE = frozenset({errno.EBADMSG, errno.EPROTONOSUPPORT, errno.ENODATA, errno.EINVAL})
+
+
+def unreadable_files(directory: Path | None) -> tuple[tuple[Path, str], ...]:
+    """Journal files that libsystemd would skip without a word when it opens their directory.
+
+    `directory` None means the local system journal (`system*.journal` of this machine).
+    Each file is opened on its own, which fails with the reason (e.g. "Bad message").
+    """
+    if directory is not None:
+        candidates = sorted(directory.glob("*.journal")) + sorted(directory.glob("*.journal~"))
+    else:
+        machine = _machine_id()
+        candidates = (
+            [
+                path
+                for base in _SYSTEM_JOURNAL_DIRS
+                for pattern in ("system*.journal", "system*.journal~")
+                for path in sorted((base / machine).glob(pattern))
+            ]
+            if machine
+            else []
+        )
+    out = []
+    for path in candidates:
+        try:
+            journal.Reader(files=[str(path)]).close()
+        except OSError as exc:
+            if exc.errno in _NOT_READABLE:
+                out.append((path, exc.strerror or str(exc)))
+    return tuple(out)
+
+
+def _machine_id() -> str | None:
+    try:
+        return Path("/etc/machine-id").read_text().strip() or None
+    except OSError:
+        return None

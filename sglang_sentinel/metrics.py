@@ -387,6 +387,12 @@ class SentinelCollector(Collector):
             "Reads of a journal file truncated under the reader (SIGBUS survived, part skipped).",
             value=s.journal_truncated_reads,
         )
+        yield GaugeMetricFamily(
+            PREFIX + "journal_files_unreadable",
+            "Journal files that could not be opened at all (bad header) when the journal was "
+            "opened; libsystemd skips them.",
+            value=s.journal_files_unreadable,
+        )
         build = InfoMetricFamily(PREFIX + "build", "sglang-sentinel build.", labels=["version"])
         build.add_metric([__version__], {})
         yield build

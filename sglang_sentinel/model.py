@@ -106,6 +106,8 @@ class Stats:
     journal_corrupt_reads: int = 0
     # SIGBUS faults survived reading a journal file truncated under the reader.
     journal_truncated_reads: int = 0
+    # Journal files libsystemd could not open at all (bad header) and so skipped.
+    journal_files_unreadable: int = 0
 
 
 @dataclass(frozen=True, slots=True)

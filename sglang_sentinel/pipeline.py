@@ -168,6 +168,7 @@ class Pipeline:
         n = self.tracker.feed_lines(items, self.source.realtime_us)
         self.stats.journal_corrupt_reads = self.source.corrupt_reads
         self.stats.journal_truncated_reads = self.source.truncated_reads
+        self.stats.journal_files_unreadable = len(self.source.unreadable_files)
         # Stopped by the deadline or stop(), not by the end of the journal or the limit.
         self.cut_short = bool(cut)
         if n and self.source.last_realtime_us is not None:
