@@ -198,3 +198,24 @@ class Sentinels:
     def stop_all(self) -> None:
         for proc in self.started:
             stop(proc)
+
+
+def scrape_in_process(journal: Path, state: Path, units: Sequence[str] = ()) -> str:
+    """/metrics of a Daemon that has read `journal` once (in this process, no HTTP, no loop)."""
+    from prometheus_client import generate_latest
+
+    from sglang_sentinel.config import load_config
+    from sglang_sentinel.daemon import Daemon
+
+    overrides: dict[str, object] = {"journal.directory": str(journal), "state_dir": str(state)}
+    if units:
+        overrides["units"] = list(units)
+    daemon = Daemon(load_config(overrides=overrides, environ={}))
+    daemon.source.open()
+    try:
+        daemon.pipeline.resume(from_boot_start=False)
+        daemon._drain()
+        return generate_latest(daemon.registry).decode()
+    finally:
+        daemon.source.close()
+        daemon.store.close()

@@ -13,11 +13,9 @@ from pathlib import Path
 
 import pytest
 from journaltools import build_journal, seed_fixture_dir
-from prometheus_client import generate_latest
+from sentinelproc import scrape_in_process
 
 from sglang_sentinel.cli import main
-from sglang_sentinel.config import load_config
-from sglang_sentinel.daemon import Daemon
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 CASES = sorted(["seed-flag-change", *(p.parent.name for p in GOLDEN.glob("*/journal.export"))])
@@ -51,19 +49,7 @@ def _scan(capsys: pytest.CaptureFixture[str], journal: Path, state: Path, *extra
 
 
 def _metrics(journal: Path, state: Path, units: list[str]) -> str:
-    config = load_config(
-        overrides={"journal.directory": str(journal), "state_dir": str(state), "units": units},
-        environ={},
-    )
-    daemon = Daemon(config)
-    daemon.source.open()
-    try:
-        daemon.pipeline.resume(from_boot_start=False)
-        daemon._drain()
-        text = generate_latest(daemon.registry).decode()
-    finally:
-        daemon.source.close()
-        daemon.store.close()
+    text = scrape_in_process(journal, state, units)
     return "".join(line + "\n" for line in text.splitlines() if not _VOLATILE.match(line))
 
 

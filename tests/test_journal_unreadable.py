@@ -7,11 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from prometheus_client import generate_latest
+from sentinelproc import scrape_in_process
 
 from sglang_sentinel.cli import main
-from sglang_sentinel.config import load_config
-from sglang_sentinel.daemon import Daemon
 from sglang_sentinel.journal import unreadable_files
 
 
@@ -44,20 +42,5 @@ def test_scan_says_so_and_still_reads_the_rest(
 
 
 def test_the_metric_counts_it(journal_with_a_bad_file: Path, tmp_path: Path) -> None:
-    config = load_config(
-        overrides={
-            "journal.directory": str(journal_with_a_bad_file),
-            "state_dir": str(tmp_path / "s"),
-        },
-        environ={},
-    )
-    daemon = Daemon(config)
-    daemon.source.open()
-    try:
-        daemon.pipeline.resume(from_boot_start=False)
-        daemon._drain()
-        text = generate_latest(daemon.registry).decode()
-    finally:
-        daemon.source.close()
-        daemon.store.close()
+    text = scrape_in_process(journal_with_a_bad_file, tmp_path / "s")
     assert "sglang_sentinel_journal_files_unreadable 1.0" in text
