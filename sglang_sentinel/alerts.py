@@ -29,6 +29,7 @@ import structlog
 
 from .compare import reached_tiers
 from .config_schema import AlertmanagerConfig, ListenAddress
+from .evidence import render_evidence
 from .model import Comparison, Finding, Severity, Stats
 from .redact import scrub_text
 
@@ -425,7 +426,9 @@ def _annotations(comparison: Comparison, finding: Finding) -> dict[str, str]:
         )
     else:
         against = f"Current startup {record.invocation_id}; no baseline."
-    description = "\n".join([finding.message, *finding.evidence, against])
+    description = "\n".join(
+        [finding.message, *(render_evidence(e) for e in finding.evidence), against]
+    )
     annotations = {
         "summary": scrub_text(f"{record.unit}: {finding.message}"),
         "description": scrub_text(description),

@@ -27,6 +27,7 @@ from .compare import Policy, common_evidence
 from .config import load_config
 from .config_schema import Config, config_to_dict
 from .errors import ConfigError, JournalError, NoDataError, RuleError, SentinelError, UsageError
+from .evidence import render_evidence
 from .journal import JournalSource
 from .logs import configure_logging, print_error
 from .model import SEVERITY_ORDER, Comparison, StartupRecord
@@ -410,7 +411,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
             {
                 "a": startup_json(evaluate(store, a, policy)),
                 "b": startup_json(evaluate(store, b, policy)),
-                "evidence": evidence,
+                "evidence": [render_evidence(e) for e in evidence],
             }
         )
     else:

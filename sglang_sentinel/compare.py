@@ -6,7 +6,6 @@ Evidence, not blame: nothing here claims that a flag caused a drop.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,10 +14,26 @@ from typing import Any, Literal
 import yaml
 
 from .errors import ConfigError
-from .fact_ranges import describe
-from .model import Comparison, FactValue, Finding, Severity, StartupRecord
+from .evidence import fmt_value, invalid_fact_text
+from .model import (
+    SEVERITIES,
+    SEVERITY_ORDER,
+    Comparison,
+    Evidence,
+    FactValue,
+    Finding,
+    Origin,
+    Severity,
+    StartupRecord,
+)
 from .runtime_checks import RUNTIME_CHECKS, RUNTIME_KEYS, decode_result, runtime_findings
-from .serverargs_diff import diff_server_args, switch_flags, switched_off_by
+from .serverargs_diff import (
+    SWITCHES,
+    diff_server_args,
+    setting_flags,
+    switch_flags,
+    switched_off_by,
+)
 from .text import duration
 
 CHECKS = (
@@ -37,11 +52,10 @@ _DROP_CHECKS = {
     "max_running_requests_drop": ("max_running_requests", "max_running_requests"),
     "kv_cache_tokens_drop": ("kv_cache_tokens", "KV cache tokens"),
 }
+# check -> (fact, label): the fact is the switch's canonical name in serverargs_diff's table.
 _SWITCH_CHECKS = {
-    "piecewise_cuda_graph_disabled": ("piecewise_cuda_graph", "piecewise CUDA graph"),
-    "cuda_graph_disabled": ("cuda_graph", "CUDA graph"),
+    f"{name}_disabled": (name, SWITCHES[name]) for name in ("piecewise_cuda_graph", "cuda_graph")
 }
-_SEVERITIES = ("info", "warning", "critical")
 _KEYS = {
     "max_running_requests_drop": {"warning_drop_percent", "critical_drop_percent", "enabled"},
     "kv_cache_tokens_drop": {"warning_drop_percent", "critical_drop_percent", "enabled"},
@@ -91,8 +105,8 @@ def reached_tiers(check: str, severity: Severity) -> tuple[Severity, ...]:
     identity of an alert is its whole label set, severity included).
     """
     if check in ESCALATING_CHECKS:
-        rank = _SEVERITIES.index(severity)
-        return tuple(t for t in ESCALATION_TIERS if _SEVERITIES.index(t) <= rank) or (severity,)
+        rank = SEVERITY_ORDER[severity]
+        return tuple(t for t in ESCALATION_TIERS if SEVERITY_ORDER[t] <= rank) or (severity,)
     return (severity,)
 
 
@@ -205,8 +219,8 @@ def _validate_policy(checks: Mapping[str, Mapping[str, Any]]) -> list[tuple[str,
             path = f"policy.checks.{check}.{key}"
             if key not in allowed:
                 problems.append((path, f"unknown setting (allowed: {', '.join(sorted(allowed))})"))
-            elif key == "severity" and value not in _SEVERITIES:
-                problems.append((path, f"must be one of {', '.join(_SEVERITIES)}; got {value!r}"))
+            elif key == "severity" and value not in SEVERITIES:
+                problems.append((path, f"must be one of {', '.join(SEVERITIES)}; got {value!r}"))
             elif key.endswith("_percent") and (
                 not isinstance(value, int | float)
                 or isinstance(value, bool)
@@ -263,16 +277,16 @@ def compare(
         )
     decode = decode_result(record, baseline if baseline is not record else None, policy)
     # Only the fact_invalid notes: a record carries other notes too (clock_skew).
-    invalid = tuple(n for n in record.notes if n.startswith("fact_invalid: "))
+    invalid = tuple(n for n in record.notes if n.kind == "fact_invalid")
     if invalid and record.outcome != "starting" and policy.enabled("fact_invalid"):
         findings.append(
             Finding(
                 check="fact_invalid",
                 severity=policy.severity("fact_invalid"),
                 baseline=None,
-                current=tuple(n.split("=", 1)[0].removeprefix("fact_invalid: ") for n in invalid),
+                current=tuple(str(n.field) for n in invalid),
                 message="facts reported with impossible values, recorded as null: "
-                + "; ".join(n.removeprefix("fact_invalid: ") for n in invalid),
+                + "; ".join(invalid_fact_text(n) for n in invalid),
                 evidence=invalid,
             )
         )
@@ -342,7 +356,7 @@ def _drop_finding(
     record: StartupRecord,
     baseline: StartupRecord,
     policy: Policy,
-    evidence: tuple[str, ...],
+    evidence: tuple[Evidence, ...],
 ) -> Finding | None:
     old, new = baseline.fact(fact), record.fact(fact)
     if not policy.enabled(check) or not _is_number(old) or not _is_number(new) or old <= 0:  # type: ignore[operator]
@@ -361,7 +375,7 @@ def _drop_finding(
         severity=severity,
         baseline=old,
         current=new,
-        message=f"{label} {_fmt(old)} → {_fmt(new)} (−{drop:.0f} %)",
+        message=f"{label} {fmt_value(old)} → {fmt_value(new)} (−{drop:.0f} %)",
         evidence=evidence,
     )
 
@@ -373,7 +387,7 @@ def _switch_finding(
     record: StartupRecord,
     baseline: StartupRecord,
     policy: Policy,
-    evidence: tuple[str, ...],
+    evidence: tuple[Evidence, ...],
 ) -> Finding | None:
     if (
         not policy.enabled(check)
@@ -390,7 +404,11 @@ def _switch_finding(
         if fact == "piecewise_cuda_graph"
         else None
     )
-    extra = (f"SGLang logged: disabled because {reason}",) if reason else ()
+    extra = (
+        (Evidence("logged_by_sglang", field="piecewise_cuda_graph_disabled_reason", new=reason),)
+        if reason
+        else ()
+    )
     return Finding(
         check=check,
         severity=policy.severity(check),
@@ -410,7 +428,7 @@ def _self_set_detail(fact: str, record: StartupRecord) -> str | None:
     setting = f"{name}={value!r}"
     if not record.launch_flags:
         return f"{setting} in server_args (command line not seen)"
-    given = {f.split(" ", 1)[0].split("=", 1)[0] for f in record.launch_flags}
+    given = _flag_names(record)
     asked = [flag for flag in switch_flags(fact) if flag in given]
     if asked:
         return f"{setting}: {asked[0]} is on the command line"
@@ -418,7 +436,7 @@ def _self_set_detail(fact: str, record: StartupRecord) -> str | None:
 
 
 def _moe_finding(
-    record: StartupRecord, baseline: StartupRecord, policy: Policy, evidence: tuple[str, ...]
+    record: StartupRecord, baseline: StartupRecord, policy: Policy, evidence: tuple[Evidence, ...]
 ) -> Finding | None:
     now = record.fact("moe_config_missing")
     before = baseline.fact("moe_config_missing")
@@ -459,82 +477,79 @@ def _missing_finding(
     )
 
 
-def common_evidence(record: StartupRecord, baseline: StartupRecord) -> list[str]:
+def _flag_names(record: StartupRecord) -> set[str]:
+    """The flags on the record's command line (`--tp-size 4` -> `--tp-size`)."""
+    return {f.split(" ", 1)[0] for f in record.launch_flags}
+
+
+def common_evidence(record: StartupRecord, baseline: StartupRecord) -> list[Evidence]:
     """What differs between the two startups' launch: flags, server_args fields, free memory."""
-    out: list[str] = []
+    out: list[Evidence] = []
     old_flags = {f.split(" ", 1)[0]: f for f in baseline.launch_flags}
     new_flags = {f.split(" ", 1)[0]: f for f in record.launch_flags}
-    added = [new_flags[k] for k in new_flags if k not in old_flags]
-    removed = [old_flags[k] for k in old_flags if k not in new_flags]
-    changed = [
-        f"{old_flags[k]} → {new_flags[k]}"
-        for k in new_flags
-        if k in old_flags and old_flags[k] != new_flags[k]
-    ]
+    added = tuple(new_flags[k] for k in new_flags if k not in old_flags)
+    removed = tuple(old_flags[k] for k in old_flags if k not in new_flags)
+    changed = [k for k in new_flags if k in old_flags and old_flags[k] != new_flags[k]]
     if added:
-        out.append("flags added: " + ", ".join(added))
+        out.append(Evidence("flags_added", new=added))
     if removed:
-        out.append("flags removed: " + ", ".join(removed))
+        out.append(Evidence("flags_removed", old=removed))
     if changed:
-        out.append("flags changed: " + "; ".join(changed))
+        out.append(
+            Evidence(
+                "flags_changed",
+                old=tuple(old_flags[k] for k in changed),
+                new=tuple(new_flags[k] for k in changed),
+            )
+        )
     if record.server_args and baseline.server_args:
-        out.extend(_server_args_evidence(record, baseline, set(new_flags)))
+        out.extend(_server_args_evidence(record, baseline))
     old_mem, new_mem = baseline.fact("load_avail_mem_gb"), record.fact("load_avail_mem_gb")
     if _is_number(old_mem) and _is_number(new_mem) and old_mem != new_mem:
-        out.append(f"free GPU memory at load {old_mem:.2f} → {new_mem:.2f} GB")
+        out.append(Evidence("memory_at_load", old=old_mem, new=new_mem))
     return out
 
 
-def _server_args_evidence(
-    record: StartupRecord, baseline: StartupRecord, on_cmdline: set[str]
-) -> list[str]:
+def _server_args_evidence(record: StartupRecord, baseline: StartupRecord) -> list[Evidence]:
     """Changed server_args fields, each marked with whether the command line asked for it.
 
     Fields that only appear or disappear with their default value are what a version upgrade
     does to the schema; they are counted, not listed.
     """
-    out: list[str] = []
+    out: list[Evidence] = []
+    on_cmdline = _flag_names(record)
     schema_added = schema_removed = 0
     for change in diff_server_args(baseline.server_args, record.server_args):
-        note = change.note or ""
-        if note == "field removed" or (note == "field added" and not change.new):
-            if note == "field removed":
+        if change.note == "field removed" or (change.note == "field added" and not change.new):
+            if change.note == "field removed":
                 schema_removed += 1
             else:
                 schema_added += 1
             continue
-        # A renamed setting is asked for under its current spelling (the last word of the note).
-        current_name = note.rsplit(" ", 1)[-1] if note.startswith("renamed ") else change.field
-        flag = "--" + current_name.split(".", 1)[0].replace("_", "-")
+        origin: Origin
+        flags = setting_flags(change.spelling or change.field)
+        asked = next((f for f in flags if f in on_cmdline), None)
         if not record.launch_flags:
-            origin = "command line not seen"
-        elif flag in on_cmdline:
-            origin = f"{flag} on the command line"
+            origin = "command_line_not_seen"
+        elif asked is not None:
+            origin = "command_line"
         else:
-            origin = "not on the command line: set by SGLang"
-        extra = f" ({note})" if note else ""
+            origin = "set_by_sglang"
         out.append(
-            f"server_args {change.field}: {_fmt(change.old)} → {_fmt(change.new)}{extra}; {origin}"
+            Evidence(
+                "server_arg_changed",
+                field=change.field,
+                old=change.old,
+                new=change.new,
+                origin=origin,
+                flag=asked if origin == "command_line" else None,
+                detail=change.note,
+            )
         )
     if schema_added or schema_removed:
-        out.append(
-            f"server_args schema changed (SGLang version?): {schema_added} field(s) added with "
-            f"default values, {schema_removed} removed"
-        )
+        out.append(Evidence("schema_changed", old=schema_removed, new=schema_added))
     return out
 
 
 def _is_number(value: FactValue) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _fmt(value: object) -> str:
-    if value is None:
-        return "unset"
-    if isinstance(value, float) and not math.isfinite(value):
-        return repr(value)  # inf, -inf, nan: int(value) would raise
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
-        return describe(value)
-    if isinstance(value, float):
-        return f"{value:.2f}".rstrip("0").rstrip(".") if value != int(value) else f"{value:.2f}"
-    return str(value)

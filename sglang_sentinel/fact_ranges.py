@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping
 from typing import Final
 
-from .model import FactValue
+from .model import Evidence, FactValue
 
 _GB: Final = (0.0, 1e6)  # up to 1 PB of GPU memory on one server
 _GB_DELTA: Final = (-1e6, 1e6)  # a memory delta SGLang prints may be slightly negative
@@ -64,27 +64,33 @@ def describe(value: object) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def problem(name: str, value: FactValue) -> str | None:
-    """Why `value` is not a sane `name`, or None when it is (or the fact is not ranged)."""
+def _wrong(name: str, value: FactValue) -> str | None:
+    """What is wrong with `value` as a `name` ("is not a finite number"), or None."""
     bounds = FACT_RANGES.get(name)
     if bounds is None or isinstance(value, bool) or not isinstance(value, int | float):
         return None
     low, high = bounds
     if isinstance(value, float) and not math.isfinite(value):
-        return f"{name}={describe(value)} is not a finite number"
+        return "is not a finite number"
     # int vs float comparison is exact in Python, with no overflow for a huge int.
     if not low <= value <= high:
-        return f"{name}={describe(value)} is outside [{low:g}, {high:g}]"
+        return f"is outside [{low:g}, {high:g}]"
     return None
 
 
-def sane_facts(facts: Mapping[str, FactValue]) -> tuple[dict[str, FactValue], list[str]]:
+def problem(name: str, value: FactValue) -> str | None:
+    """Why `value` is not a sane `name`, or None when it is (or the fact is not ranged)."""
+    wrong = _wrong(name, value)
+    return None if wrong is None else f"{name}={describe(value)} {wrong}"
+
+
+def sane_facts(facts: Mapping[str, FactValue]) -> tuple[dict[str, FactValue], list[Evidence]]:
     """`facts` with every insane numeric value replaced by None, and one note per replacement."""
     out = dict(facts)
-    notes: list[str] = []
+    notes: list[Evidence] = []
     for name, value in facts.items():
-        why = problem(name, value)
-        if why is not None:
+        wrong = _wrong(name, value)
+        if wrong is not None:
             out[name] = None
-            notes.append(f"fact_invalid: {why}; recorded as null")
+            notes.append(Evidence("fact_invalid", field=name, new=describe(value), detail=wrong))
     return out, notes

@@ -19,9 +19,10 @@ from html import escape
 
 from .compare import Policy
 from .decode import describe
+from .evidence import render_evidence
 from .model import SEVERITY_ORDER, Comparison, FactValue, Finding, StartupRecord
 from .pipeline import evaluate
-from .report import compact_evidence
+from .report import compact_evidence, merged_evidence
 from .state import StateStore
 from .text import duration
 
@@ -312,12 +313,12 @@ def _findings(c: Comparison) -> str:
 
 def _evidence(c: Comparison) -> str:
     """The compact line a person reads, and every item behind a <details> (no script needed)."""
-    evidence: list[str] = []
-    for f in _ordered(c.findings):
-        evidence.extend(item for item in f.evidence if item not in evidence)
+    evidence = merged_evidence(_ordered(c.findings))
     if not evidence:
         return ""
-    shown = "".join(f"<li>{_e(_clip(item))}</li>" for item in evidence[:MAX_EVIDENCE])
+    shown = "".join(
+        f"<li>{_e(_clip(render_evidence(item)))}</li>" for item in evidence[:MAX_EVIDENCE]
+    )
     more = (
         f"<li><em>and {len(evidence) - MAX_EVIDENCE} more (sentinel diff)</em></li>"
         if len(evidence) > MAX_EVIDENCE

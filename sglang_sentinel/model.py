@@ -69,7 +69,26 @@ KNOWN_FACTS = frozenset(STARTUP_FACTS) | RUNTIME_FACTS | CONTROL_FACTS
 
 Outcome = Literal["ready", "failed", "starting"]
 Severity = Literal["info", "warning", "critical"]
-SEVERITY_ORDER: Mapping[str, int] = {"info": 0, "warning": 1, "critical": 2}
+# The one severity order, lowest first; everything that ranks or lists severities reads it.
+SEVERITIES: tuple[Severity, ...] = ("info", "warning", "critical")
+SEVERITY_ORDER: Mapping[str, int] = {name: rank for rank, name in enumerate(SEVERITIES)}
+
+# What a piece of evidence says; evidence.render_evidence has one sentence per kind.
+EvidenceKind = Literal[
+    "flags_added",  # new: the flags the command line gained
+    "flags_removed",  # old: the flags it lost
+    "flags_changed",  # old, new: the same flags with other values, pairwise
+    "server_arg_changed",  # field, old, new, origin (+ flag), detail: the diff's rename note
+    "schema_changed",  # new: fields added with default values, old: fields removed
+    "memory_at_load",  # old, new: free GPU memory (GB) at `Load weight begin`
+    "logged_by_sglang",  # field: the fact, new: the reason SGLang logged
+    "fact_invalid",  # field: the fact, new: its value described, detail: what is wrong with it
+    "clock_skew",  # detail: what the clocks disagreed about
+    "phase_duration",  # field: the phase, old, new: seconds (old None when unknown)
+    "note",  # detail: a sentence (decode statistics; text stored by an older release)
+]
+# Where a changed server_args field came from.
+Origin = Literal["command_line", "set_by_sglang", "command_line_not_seen"]
 
 # systemd catalog MESSAGE_IDs that PID 1 attaches to its lines about a unit.
 UNIT_STARTING = "7d4958e842da4a758f6c1cdc7b36dcc5"
@@ -166,8 +185,9 @@ class StartupRecord:
     runtime: Mapping[str, FactValue] = field(default_factory=dict)  # latest batch-line values
     # Clean decode samples, line counts and phase marks (decode.DecodeState.summary()).
     decode: Mapping[str, Any] = field(default_factory=dict)
-    # Why facts are null although a line reported them (fact_ranges.py: not finite, out of range).
-    notes: tuple[str, ...] = ()
+    # Why facts are null although a line reported them (fact_ranges.py: not finite, out of
+    # range), and clock skew around the startup.
+    notes: tuple[Evidence, ...] = ()
 
     def fact(self, name: str) -> FactValue:
         return self.facts.get(name)
@@ -186,6 +206,19 @@ class StartupRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class Evidence:
+    """One fact behind a finding or a record's note, as data; evidence.render_evidence words it."""
+
+    kind: EvidenceKind
+    field: str | None = None
+    old: Any = None
+    new: Any = None
+    origin: Origin | None = None
+    flag: str | None = None  # origin command_line: the flag that asked
+    detail: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Finding:
     """One named difference between a startup and its baseline."""
 
@@ -194,7 +227,7 @@ class Finding:
     baseline: FactValue
     current: FactValue
     message: str
-    evidence: tuple[str, ...] = ()
+    evidence: tuple[Evidence, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .decode import describe, phase_durations
-from .model import SEVERITY_ORDER, STARTUP_FACTS, Comparison, StartupRecord
+from .evidence import render_evidence
+from .model import SEVERITY_ORDER, STARTUP_FACTS, Comparison, Evidence, Finding, StartupRecord
 from .text import duration
 
 # Facts whose absence a person should be told about on a ready startup.
@@ -71,7 +72,7 @@ def startup_json(comparison: Comparison) -> dict[str, Any]:
         "facts": {name: _plain(r.facts.get(name)) for name in STARTUP_FACTS},
         "launch_flags": list(r.launch_flags),
         "server_args": _plain(dict(r.server_args)),
-        "notes": list(r.notes),
+        "notes": [render_evidence(n) for n in r.notes],
         "baseline": baseline,
         "runtime": runtime_json(comparison),
         "findings": [
@@ -81,7 +82,7 @@ def startup_json(comparison: Comparison) -> dict[str, Any]:
                 "baseline": _plain(f.baseline),
                 "current": _plain(f.current),
                 "message": f.message,
-                "evidence": list(f.evidence),
+                "evidence": [render_evidence(e) for e in f.evidence],
             }
             for f in comparison.findings
         ],
@@ -133,11 +134,7 @@ def render_comparison(comparison: Comparison) -> str:
     findings = sorted(comparison.findings, key=lambda f: -SEVERITY_ORDER[f.severity])
     for f in findings:
         lines.append(f"  {f.severity.upper():<9} {f.message}")
-    evidence: list[str] = []
-    for f in findings:
-        for item in f.evidence:
-            if item not in evidence:
-                evidence.append(item)
+    evidence = merged_evidence(findings)
     if evidence:
         lines.append(f"  {'changed':<9} " + compact_evidence(evidence))
     if r.outcome == "ready":
@@ -160,23 +157,37 @@ def render_comparison(comparison: Comparison) -> str:
     return "\n".join(lines)
 
 
-def compact_evidence(evidence: Sequence[str]) -> str:
+def merged_evidence(findings: Sequence[Finding]) -> list[Evidence]:
+    """The findings' evidence in order, each item once (by what it says)."""
+    seen: set[str] = set()
+    out: list[Evidence] = []
+    for f in findings:
+        for item in f.evidence:
+            text = render_evidence(item)
+            if text not in seen:
+                seen.add(text)
+                out.append(item)
+    return out
+
+
+def compact_evidence(evidence: Sequence[Evidence]) -> str:
     """One line: flags as +/-, free memory, and how many server_args SGLang changed itself."""
     flags: list[str] = []
     parts: list[str] = []
     self_set: list[str] = []
     tail: list[str] = []
     for item in evidence:
-        if item.startswith("flags added: "):
-            flags.extend("+" + f for f in item.removeprefix("flags added: ").split(", "))
-        elif item.startswith("flags removed: "):
-            flags.extend("−" + f for f in item.removeprefix("flags removed: ").split(", "))
-        elif item.startswith("server_args ") and item.endswith("set by SGLang"):
-            self_set.append(item.removeprefix("server_args ").split(":", 1)[0])
-        elif item.startswith("server_args schema changed"):
-            tail.append(item.removeprefix("server_args ").split(":", 1)[0])
-        elif not item.startswith("server_args ") and not item.startswith("SGLang logged"):
-            parts.append(item)
+        if item.kind == "flags_added":
+            flags.extend("+" + f for f in item.new)
+        elif item.kind == "flags_removed":
+            flags.extend("−" + f for f in item.old)
+        elif item.kind == "server_arg_changed":
+            if item.origin == "set_by_sglang":
+                self_set.append(str(item.field))
+        elif item.kind == "schema_changed":
+            tail.append("schema changed (SGLang version?)")
+        elif item.kind != "logged_by_sglang":
+            parts.append(render_evidence(item))
     if flags:
         parts.insert(0, " ".join(flags))
     if self_set:
@@ -228,7 +239,7 @@ def render_startups(records: Sequence[StartupRecord], baselines: dict[str, str])
     return "\n".join(rows)
 
 
-def render_diff(a: StartupRecord, b: StartupRecord, evidence: Sequence[str]) -> str:
+def render_diff(a: StartupRecord, b: StartupRecord, evidence: Sequence[Evidence]) -> str:
     lines = [
         f"{a.unit}: {a.invocation_id[:8]} ({local_time(a.started_at)}) → "
         f"{b.invocation_id[:8]} ({local_time(b.started_at)})"
@@ -242,7 +253,7 @@ def render_diff(a: StartupRecord, b: StartupRecord, evidence: Sequence[str]) -> 
     if not changed:
         lines.append("  facts identical")
     for item in evidence:
-        lines.append(f"  {item}")
+        lines.append(f"  {render_evidence(item)}")
     return "\n".join(lines)
 
 

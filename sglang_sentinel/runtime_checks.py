@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from .decode import DecodeSettings, bucket_evidence, compare_decode, describe, phase_durations
-from .model import Finding, Severity, StartupRecord
+from .evidence import note
+from .model import Evidence, Finding, Severity, StartupRecord
 
 RUNTIME_CHECKS = (
     "decode_throughput_drop",
@@ -66,7 +67,7 @@ def runtime_findings(
     record: StartupRecord,
     baseline: StartupRecord,
     policy: _Policy,
-    evidence: tuple[str, ...],
+    evidence: tuple[Evidence, ...],
     decode: Mapping[str, Any],
 ) -> list[Finding]:
     """The findings of the runtime checks; `decode` is `decode_result(record, baseline, policy)`."""
@@ -87,7 +88,7 @@ def _one(f: Finding | None) -> list[Finding]:
 
 
 def _decode_drop(
-    result: Mapping[str, Any], policy: _Policy, evidence: tuple[str, ...]
+    result: Mapping[str, Any], policy: _Policy, evidence: tuple[Evidence, ...]
 ) -> Finding | None:
     ratio = result["ratio"]
     if result["verdict"] != "regressed" or ratio is None:
@@ -100,13 +101,15 @@ def _decode_drop(
         severity = "warning"
     else:
         return None
-    detail = [describe(result), f"z={result.get('z')}, p={result.get('p_value')}"]
+    detail = [note(describe(result)), note(f"z={result.get('z')}, p={result.get('p_value')}")]
     spec = result.get("speculative")
     if spec:
         detail.append(
-            f"speculative: accept len ×{spec['accept_len_ratio']}, "
-            f"step rate ×{spec['step_rate_ratio']} (accept len down = acceptance loss, "
-            "step rate down = kernel loss)"
+            note(
+                f"speculative: accept len ×{spec['accept_len_ratio']}, "
+                f"step rate ×{spec['step_rate_ratio']} (accept len down = acceptance loss, "
+                "step rate down = kernel loss)"
+            )
         )
     return Finding(
         check="decode_throughput_drop",
@@ -114,12 +117,15 @@ def _decode_drop(
         baseline=result.get("baseline_tps"),
         current=result.get("current_tps"),
         message=f"decode throughput at like load fell {drop:.0f} % (ratio {ratio:.2f})",
-        evidence=(*detail, *bucket_evidence(result), *evidence),
+        evidence=(*detail, *map(note, bucket_evidence(result)), *evidence),
     )
 
 
 def _graph_off(
-    record: StartupRecord, result: Mapping[str, Any], policy: _Policy, evidence: tuple[str, ...]
+    record: StartupRecord,
+    result: Mapping[str, Any],
+    policy: _Policy,
+    evidence: tuple[Evidence, ...],
 ) -> Finding | None:
     now, before = result["graph_off_share"], result["baseline_graph_off_share"]
     if now is None or before is None:
@@ -138,18 +144,20 @@ def _graph_off(
             f"(baseline {before * 100:.0f} %)"
         ),
         evidence=(
-            f"{lines.get('graph_off_lines', 0)} of {lines.get('decode_lines', 0)} decode lines "
-            "had `cuda graph: False`",
+            note(
+                f"{lines.get('graph_off_lines', 0)} of {lines.get('decode_lines', 0)} decode "
+                "lines had `cuda graph: False`"
+            ),
             *_ceiling_evidence(record),
             *evidence,
         ),
     )
 
 
-def _ceiling_evidence(record: StartupRecord) -> list[str]:
+def _ceiling_evidence(record: StartupRecord) -> list[Evidence]:
     mrr, cap = record.fact("max_running_requests"), record.fact("cuda_graph_max_bs")
     if isinstance(mrr, int) and isinstance(cap, int):
-        return [f"max_running_requests={mrr}, largest captured CUDA-graph batch={cap}"]
+        return [note(f"max_running_requests={mrr}, largest captured CUDA-graph batch={cap}")]
     return []
 
 
@@ -159,7 +167,7 @@ def _above_ceiling(record: StartupRecord) -> bool:
 
 
 def _ceiling(
-    record: StartupRecord, baseline: StartupRecord, policy: _Policy, evidence: tuple[str, ...]
+    record: StartupRecord, baseline: StartupRecord, policy: _Policy, evidence: tuple[Evidence, ...]
 ) -> Finding | None:
     if not _above_ceiling(record) or _above_ceiling(baseline):
         return None
@@ -176,15 +184,17 @@ def _ceiling(
             "batches above it decode without a graph"
         ),
         evidence=(
-            f"baseline: max_running_requests={baseline.fact('max_running_requests')}, "
-            f"cuda_graph_max_bs={baseline.fact('cuda_graph_max_bs')}",
+            note(
+                f"baseline: max_running_requests={baseline.fact('max_running_requests')}, "
+                f"cuda_graph_max_bs={baseline.fact('cuda_graph_max_bs')}"
+            ),
             *evidence,
         ),
     )
 
 
 def _slow(
-    record: StartupRecord, baseline: StartupRecord, policy: _Policy, evidence: tuple[str, ...]
+    record: StartupRecord, baseline: StartupRecord, policy: _Policy, evidence: tuple[Evidence, ...]
 ) -> Finding | None:
     now, before = record.fact("startup_seconds"), baseline.fact("startup_seconds")
     if not isinstance(now, int | float) or not isinstance(before, int | float):
@@ -197,7 +207,7 @@ def _slow(
     phases_now = phase_durations(record.decode.get("phases", {}), record.started_at)
     phases_before = phase_durations(baseline.decode.get("phases", {}), baseline.started_at)
     lines = [
-        f"{name}: {phases_before.get(name, '?')} s → {phases_now[name]} s"
+        Evidence("phase_duration", field=name, old=phases_before.get(name), new=phases_now[name])
         for name in ("weight_load", "kv_allocation", "graph_capture", "time_to_ready")
         if name in phases_now
     ]

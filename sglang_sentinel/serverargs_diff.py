@@ -62,6 +62,16 @@ RENAMES: Final[Mapping[str, Rename]] = MappingProxyType(
         "cuda_graph_max_bs": Rename("cuda_graph_max_bs", "same", "<=0.5.22"),
     }
 )
+# The settings RENAMES spells per version that switch a feature on or off, with the words a
+# person reads for each; normalized_settings reports them, compare's `<name>_disabled` checks
+# watch the first two.
+SWITCHES: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "piecewise_cuda_graph": "piecewise CUDA graph",
+        "cuda_graph": "CUDA graph",
+        "flashinfer_allreduce_fusion": "FlashInfer allreduce fusion",
+    }
+)
 # Fields whose change between startups says nothing: SGLang draws a new seed every start.
 NOISE_FIELDS: Final = frozenset({"random_seed"})
 _OFF_BACKENDS: Final = frozenset({"disabled", "disable", "none", "off", "false", ""})
@@ -93,6 +103,8 @@ class FieldChange:
     old: Any
     new: Any
     note: str | None = None
+    # The spelling the new side uses (a RENAMES key) when `field` is a canonical setting name.
+    spelling: str | None = None
 
 
 def canonical_field(name: str) -> str:
@@ -158,24 +170,38 @@ def switched_off_by(args: Mapping[str, Any], canonical: str) -> tuple[str, Any] 
     return None
 
 
+def flag_of(name: str) -> str:
+    """The command-line flag that sets a server_args field; a nested one through its top field."""
+    return "--" + name.split(".", 1)[0].replace("_", "-")
+
+
 def switch_flags(canonical: str) -> tuple[str, ...]:
     """The command-line flags that can turn `canonical` off in any version.
 
     An `--enable-…` flag only ever turns a feature on (leaving it out is how it stays off), so
     it is not one of them; nested settings are set through their top-level field's flag.
     """
-    flags = {
-        "--" + name.split(".", 1)[0].replace("_", "-")
-        for name in _members(canonical)
-        if RENAMES[name].meaning != "enable"
-    }
+    flags = {flag_of(name) for name in _members(canonical) if RENAMES[name].meaning != "enable"}
     return tuple(sorted(flags))
+
+
+def setting_flags(name: str) -> tuple[str, ...]:
+    """The command-line flags that can have set server_args field `name` (a field or dotted path).
+
+    The field's own flag first; for a setting RENAMES spells several ways, also the flags of
+    its other spellings that can set its value either way: 0.5.23's
+    `cuda_graph_config.prefill.backend` is set by `--cuda-graph-backend-prefill` as much as by
+    `--cuda-graph-config`. An `--enable-…` spelling only ever turns the feature on, so it does
+    not explain another spelling's value.
+    """
+    others = switch_flags(RENAMES[name].canonical) if name in RENAMES else ()
+    return tuple(dict.fromkeys((flag_of(name), *others)))
 
 
 def normalized_settings(args: Mapping[str, Any]) -> dict[str, Any]:
     """Reduce a parsed server_args of any SGLang version to a small version-independent dict."""
     out: dict[str, Any] = {}
-    for canonical in ("piecewise_cuda_graph", "cuda_graph", "flashinfer_allreduce_fusion"):
+    for canonical in SWITCHES:
         out[canonical] = _setting(args, canonical)[0]
     for name, spellings in _ALIASES.items():
         out[name] = next((args[s] for s in spellings if args.get(s) is not None), None)
@@ -243,7 +269,13 @@ def diff_server_args(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Fie
         if (old_value is None and new_value is None) or _same(old_value, new_value):
             continue
         changes.append(
-            FieldChange(canonical, old_value, new_value, _rename_note(old_source, new_source))
+            FieldChange(
+                canonical,
+                old_value,
+                new_value,
+                _rename_note(old_source, new_source),
+                spelling=new_source,
+            )
         )
     for name in old_flat.keys() | new_flat.keys():
         if name in NOISE_FIELDS:
@@ -267,10 +299,15 @@ def diff_server_args(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Fie
 __all__ = [
     "NOISE_FIELDS",
     "RENAMES",
+    "SWITCHES",
     "FieldChange",
     "Meaning",
     "Rename",
     "canonical_field",
     "diff_server_args",
+    "flag_of",
     "normalized_settings",
+    "setting_flags",
+    "switch_flags",
+    "switched_off_by",
 ]

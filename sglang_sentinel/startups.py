@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .decode import DECODE_RULE, OBSERVED_RULES, PHASE_RULES, DecodeState
+from .evidence import evidence_from_json, evidence_to_json
 from .fact_ranges import sane_facts
 from .model import (
     RUNTIME_FACTS,
@@ -25,6 +26,7 @@ from .model import (
     UNIT_STARTED,
     UNIT_STARTING,
     UNIT_STOPPED,
+    Evidence,
     FactValue,
     JournalEntry,
     Outcome,
@@ -95,7 +97,7 @@ class _Builder:
     start_mono: tuple[int, str] | None = None
     ready_mono: tuple[int, str] | None = None
     # Evidence that the wall clock was wrong around this startup (`clock_skew: ...` notes).
-    clock_notes: list[str] = field(default_factory=list)
+    clock_notes: list[Evidence] = field(default_factory=list)
     # Batch lines not converted yet: BatchMatch -> its newest raw line, oldest first. Lines of
     # one BatchMatch set the same facts, so only the newest can still show in `runtime` (for a
     # fact, the last line that set it; any later line sets other facts) and the others are
@@ -142,7 +144,7 @@ class _Builder:
             "decode": self.decode.to_dict(),
             "start_mono": self.start_mono,
             "ready_mono": self.ready_mono,
-            "clock_notes": self.clock_notes,
+            "clock_notes": [evidence_to_json(n) for n in self.clock_notes],
         }
         return json.dumps(data, sort_keys=True)
 
@@ -168,7 +170,7 @@ class _Builder:
             decode=DecodeState.from_dict(d.get("decode")),
             start_mono=_mono_of(d.get("start_mono")),
             ready_mono=_mono_of(d.get("ready_mono")),
-            clock_notes=list(d.get("clock_notes", ())),
+            clock_notes=[evidence_from_json(n) for n in d.get("clock_notes", ())],
         )
 
     def snapshot(self) -> StartupRecord:
@@ -190,17 +192,21 @@ class _Builder:
                 facts["startup_seconds"] = round(mono, 3)
                 if abs(wall - mono) > CLOCK_STEP_TOLERANCE_S:
                     clock_notes.append(
-                        f"clock_skew: the wall clock moved {wall - mono:+.0f} s during this "
-                        f"startup (ready {wall:.0f} s after the start by the wall clock, "
-                        f"{mono:.0f} s by the journal's monotonic clock); startup_seconds is "
-                        "the monotonic time"
+                        _clock_skew(
+                            f"the wall clock moved {wall - mono:+.0f} s during this "
+                            f"startup (ready {wall:.0f} s after the start by the wall clock, "
+                            f"{mono:.0f} s by the journal's monotonic clock); startup_seconds "
+                            "is the monotonic time"
+                        )
                     )
             elif wall >= 0:
                 facts["startup_seconds"] = round(wall, 3)
             else:
                 clock_notes.append(
-                    f"clock_skew: ready {-wall:.0f} s before the start by the wall clock and "
-                    "no monotonic time to measure with; startup_seconds recorded as null"
+                    _clock_skew(
+                        f"ready {-wall:.0f} s before the start by the wall clock and "
+                        "no monotonic time to measure with; startup_seconds recorded as null"
+                    )
                 )
         facts, notes = sane_facts(facts)
         runtime, runtime_notes = sane_facts(self.runtime)
@@ -220,6 +226,10 @@ class _Builder:
             notes=tuple(notes + runtime_notes + clock_notes),
             decode=self.decode.summary(),
         )
+
+
+def _clock_skew(text: str) -> Evidence:
+    return Evidence("clock_skew", detail=text)
 
 
 class StartupTracker:
@@ -549,9 +559,11 @@ class StartupTracker:
                 # Later in the journal but earlier by the clock: one of the two clocks was wrong.
                 # Order stays the journal's; the evidence goes with the newer startup.
                 b.clock_notes.append(
-                    f"clock_skew: started {previous.started_at - ts:.0f} s before the previous "
-                    f"startup {previous.invocation_id[:8]} by the wall clock, though after it in "
-                    "the journal; ordered by the journal"
+                    _clock_skew(
+                        f"started {previous.started_at - ts:.0f} s before the previous "
+                        f"startup {previous.invocation_id[:8]} by the wall clock, though after "
+                        "it in the journal; ordered by the journal"
+                    )
                 )
             if previous is not None and previous.ended_at is None:
                 previous.ended_at = ts

@@ -14,11 +14,11 @@ import time
 import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from .errors import StateError, UsageError
+from .evidence import evidence_from_json, evidence_to_json
 from .model import Comparison, Finding, StartupRecord
 
 # 1: the first schema. 2: startups.seq (journal order, so a wrong wall clock cannot reorder
@@ -361,7 +361,7 @@ class StateStore:
                 comparison.record.invocation_id,
                 comparison.baseline.invocation_id if comparison.baseline else None,
                 comparison.baseline_kind,
-                json.dumps([asdict(f) for f in comparison.findings]),
+                json.dumps([finding_to_dict(f) for f in comparison.findings]),
             ),
         )
 
@@ -547,7 +547,7 @@ def record_to_dict(record: StartupRecord) -> dict[str, Any]:
         "rule_hits": dict(record.rule_hits),
         "runtime": dict(record.runtime),
         "decode": _plain(dict(record.decode)),
-        "notes": list(record.notes),
+        "notes": [evidence_to_json(n) for n in record.notes],
     }
 
 
@@ -571,11 +571,25 @@ def record_from_json(text: str) -> StartupRecord:
         rule_hits=d.get("rule_hits", {}),
         runtime=d.get("runtime", {}),
         decode=d.get("decode", {}),
-        notes=tuple(d.get("notes", ())),
+        notes=tuple(evidence_from_json(n) for n in d.get("notes", ())),
     )
 
 
+def finding_to_dict(f: Finding) -> dict[str, Any]:
+    """A finding as the `comparisons` table stores it: evidence as kind/field/old/new/origin."""
+    return {
+        "check": f.check,
+        "severity": f.severity,
+        "baseline": _plain(f.baseline),
+        "current": _plain(f.current),
+        "message": f.message,
+        "evidence": [evidence_to_json(e) for e in f.evidence],
+    }
+
+
 def finding_from_dict(d: Mapping[str, Any]) -> Finding:
+    """A stored finding; evidence an older release stored as text comes back as `note`s."""
+
     def tup(v: Any) -> Any:
         return tuple(v) if isinstance(v, list) else v
 
@@ -585,5 +599,5 @@ def finding_from_dict(d: Mapping[str, Any]) -> Finding:
         baseline=tup(d["baseline"]),
         current=tup(d["current"]),
         message=d["message"],
-        evidence=tuple(d.get("evidence", ())),
+        evidence=tuple(evidence_from_json(e) for e in d.get("evidence", ())),
     )

@@ -32,7 +32,7 @@ from sentinelproc import free_port
 
 from sglang_sentinel.alerts import AlertPusher
 from sglang_sentinel.config_schema import AlertmanagerConfig
-from sglang_sentinel.model import Comparison, Finding, StartupRecord, Stats
+from sglang_sentinel.model import Comparison, Evidence, Finding, StartupRecord, Stats
 
 pytestmark = pytest.mark.slow
 
@@ -231,7 +231,7 @@ DROP = Finding(
     baseline=48,
     current=26,
     message="max_running_requests 48 → 26 (−46 %)",
-    evidence=("free GPU memory at load 93.72 → 87.07 GB",),
+    evidence=(Evidence("memory_at_load", old=93.72, new=87.07),),
 )
 
 

@@ -23,7 +23,8 @@ from structlog.testing import capture_logs
 from sglang_sentinel.alerts import ALERT_NAMES, AlertPusher, rfc3339, urllib_post
 from sglang_sentinel.compare import CHECKS
 from sglang_sentinel.config_schema import AlertmanagerConfig
-from sglang_sentinel.model import Comparison, Finding, StartupRecord, Stats
+from sglang_sentinel.evidence import note
+from sglang_sentinel.model import Comparison, Evidence, Finding, StartupRecord, Stats
 
 REPO = Path(__file__).resolve().parent.parent
 RULES = REPO / "deploy" / "prometheus" / "sglang-sentinel-alerts.yml"
@@ -40,8 +41,8 @@ DROP = Finding(
     current=26,
     message="max_running_requests 48 → 26 (−46 %)",
     evidence=(
-        "flags added: --enable-flashinfer-allreduce-fusion",
-        "free GPU memory at load 93.72 → 87.07 GB",
+        Evidence("flags_added", new=("--enable-flashinfer-allreduce-fusion",)),
+        Evidence("memory_at_load", old=93.72, new=87.07),
     ),
 )
 PCG = Finding(
@@ -299,7 +300,10 @@ def test_secrets_in_finding_text_are_scrubbed_from_the_payload(receiver: Receive
     leaky = replace(
         WARNING_DROP,
         message=f"startup failed: api_key={secret} rejected",
-        evidence=(f"flags added: --api-key {secret}", f"token: Bearer {secret}"),
+        evidence=(
+            Evidence("flags_added", new=(f"--api-key {secret}",)),
+            note(f"token: Bearer {secret}"),
+        ),
     )
     pusher, _ = make([receiver.url], Clock())
     pusher.update([comparison(leaky)])

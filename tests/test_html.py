@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from sglang_sentinel.compare import Policy
+from sglang_sentinel.evidence import note
 from sglang_sentinel.html import UnitStatus, collect_status, render_page
 from sglang_sentinel.model import Comparison, Finding, StartupRecord
 from sglang_sentinel.state import StateStore
@@ -37,7 +38,7 @@ def test_log_derived_strings_are_escaped_everywhere() -> None:
     """Unit name, failure reason and evidence come from logs: no tag of theirs survives."""
     base = record("a", 1_773_000_000.0)
     failed = record("b", 1_773_100_000.0, "failed", None, unit=HOSTILE, failure_reason=HOSTILE)
-    finding = Finding("startup_failed", "critical", None, None, HOSTILE, evidence=(HOSTILE,))
+    finding = Finding("startup_failed", "critical", None, None, HOSTILE, evidence=(note(HOSTILE),))
     status = UnitStatus(
         HOSTILE, Comparison(failed, base, "previous", (finding,)), None, (base, failed), False
     )

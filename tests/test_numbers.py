@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from sglang_sentinel.cli import main
 from sglang_sentinel.compare import load_policy
+from sglang_sentinel.evidence import render_evidence
 from sglang_sentinel.fact_ranges import FACT_RANGES, problem, sane_facts
 from sglang_sentinel.metrics import SentinelCollector, UnitView
 from sglang_sentinel.model import STARTUP_FACTS, Comparison, StartupRecord, Stats
@@ -77,7 +78,8 @@ def test_insane_values_are_named(name: str, value: float, why: str) -> None:
     assert text is not None and text.startswith(why)
     facts, notes = sane_facts({name: value, "context_len": 4096, "model_path": "/m"})
     assert facts == {name: None, "context_len": 4096, "model_path": "/m"}
-    assert len(notes) == 1 and notes[0].startswith("fact_invalid: " + why)
+    assert len(notes) == 1 and notes[0].kind == "fact_invalid" and notes[0].field == name
+    assert render_evidence(notes[0]).startswith("fact_invalid: " + why)
 
 
 def test_sane_values_pass() -> None:

@@ -375,6 +375,7 @@ def test_diff_of_the_two_fixtures(startup1: ServerArgsResult, startup2: ServerAr
             True,
             False,
             "renamed enable_piecewise_cuda_graph → disable_piecewise_cuda_graph",
+            spelling="disable_piecewise_cuda_graph",
         ),
         FieldChange("pre_warm_nccl", None, False, added),
         FieldChange("prefill_cp_mode", None, "in-seq-split", added),

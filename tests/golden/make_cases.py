@@ -31,14 +31,17 @@ def _script(
     )
 
 
-def _v0523(script: StartupScript, day: str, *, mrr: int, kv: int, prefill: str) -> StartupScript:
+def _v0523(
+    script: StartupScript, day: str, *, mrr: int, kv: int, prefill: str, flag: str | None = None
+) -> StartupScript:
+    """A 0.5.23 startup; `flag` is the raw `cuda_graph_backend_prefill` (None unless given)."""
     script.started(f"{day} 10:00:00")
     script.line(
         f"[{day} 10:00:01] server_args={{'model_path': '/models/Qwen3-30B', "
         "'served_model_name': 'qwen3', 'tp_size': 2, 'dp_size': 1, 'attention_backend': 'fa3', "
         "'api_key': 'sk-golden-not-a-real-key', 'chunked_prefill_size': 8192, "
         "'cuda_graph_config': {'decode': {'backend': 'full'}, "
-        f"'prefill': {{'backend': '{prefill}'}}}}, 'cuda_graph_backend_prefill': None}}"
+        f"'prefill': {{'backend': '{prefill}'}}}}, 'cuda_graph_backend_prefill': {flag!r}}}"
     )
     for tp in (0, 1):
         script.line(f"[{day} 10:00:05 TP{tp}] Load weight begin. avail mem=78.50 GB")
@@ -85,6 +88,25 @@ def sglang_0523_prefill_off() -> list[StartupScript]:
     return [a, b]
 
 
+def sglang_0523_prefill_flag() -> list[StartupScript]:
+    """As prefill-off, but the second start asked for it: `--cuda-graph-backend-prefill disabled`.
+
+    The finding and the evidence for the resolved `cuda_graph_config.prefill.backend` must both
+    name the flag (they once disagreed: the evidence said "set by SGLang")."""
+    a = _v0523(
+        _script(7, "2026-11-01 10:00:00"), "2026-11-01", mrr=64, kv=400000, prefill="breakable"
+    )
+    b = _v0523(
+        _script(8, "2026-11-02 10:00:00", CMD + " --cuda-graph-backend-prefill disabled"),
+        "2026-11-02",
+        mrr=64,
+        kv=400000,
+        prefill="disabled",
+        flag="disabled",
+    )
+    return [a, b]
+
+
 def crash_loop() -> list[StartupScript]:
     """A ready start, then three starts that die before ready (PID 1's status and SGLang's reason)."""
     scripts = [
@@ -112,6 +134,7 @@ def crash_loop() -> list[StartupScript]:
 
 CASES: dict[str, Callable[[], list[StartupScript]]] = {
     "sglang-0523-prefill-off": sglang_0523_prefill_off,
+    "sglang-0523-prefill-flag": sglang_0523_prefill_flag,
     "crash-loop": crash_loop,
 }
 
