@@ -25,7 +25,6 @@ from .model import Comparison, Finding, StartupRecord
 # 1: the first schema. 2: startups.seq (journal order, so a wrong wall clock cannot reorder
 # startups) and the startups_total counters (they never go down when an outcome changes).
 SCHEMA_VERSION = 2
-DEFAULT_STATE_DIR = Path("/var/lib/sglang-sentinel")
 DB_NAME = "sentinel.sqlite3"
 
 _SCHEMA = """
@@ -59,15 +58,6 @@ CREATE TABLE IF NOT EXISTS cursors (
 );
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
-
-
-def resolve_state_dir(arg: str | Path | None, environ: Mapping[str, str] = os.environ) -> Path:
-    """--state-dir, else $SENTINEL_STATE_DIR, else /var/lib/sglang-sentinel."""
-    if arg:
-        return Path(arg)
-    if environ.get("SENTINEL_STATE_DIR"):
-        return Path(environ["SENTINEL_STATE_DIR"])
-    return DEFAULT_STATE_DIR
 
 
 class _Savepoint:
