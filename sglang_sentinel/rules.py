@@ -323,10 +323,6 @@ class RuleSet:
         object.__setattr__(self, "_line_memo", {} if digit_free else None)
         object.__setattr__(self, "_batches", {})
 
-    def get(self, rule_id: str) -> Rule | None:
-        """The rule with this id, or None."""
-        return self._by_id.get(rule_id)
-
     @property
     def ids(self) -> tuple[str, ...]:
         """Every rule id, in load order."""

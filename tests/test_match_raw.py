@@ -80,8 +80,7 @@ def test_lines_of_one_shape_are_each_judged_on_their_own() -> None:
 
 
 def test_batch_lines_are_deferred_only_when_conversion_cannot_fail() -> None:
-    rule = PACK.get("decode_batch")
-    assert rule is not None
+    [rule] = [r for r in PACK.rules if r.id == "decode_batch"]
     line = (
         b"[2026-03-09 21:41:22 TP0] Decode batch, #running-req: 3, #token: 13520, token usage: "
         b"0.03, cuda graph: True, gen throughput (token/s): 156.84, #queue-req: 0"
