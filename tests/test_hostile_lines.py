@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sglang_sentinel.config_schema import Config
+from sglang_sentinel.config.schema import Config
 from sglang_sentinel.model import JournalEntry
 from sglang_sentinel.pipeline import evaluate, load_rules_and_policy
 from sglang_sentinel.startups import StartupTracker
