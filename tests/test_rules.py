@@ -15,9 +15,9 @@ from journaltools import read_fixture_log, seed_fixture_dir
 
 from sglang_sentinel.errors import RuleError
 from sglang_sentinel.model import CONTROL_FACTS, RUNTIME_FACTS, STARTUP_FACTS, Rank, RuleMatch
-from sglang_sentinel.rules.files import check_rules, default_rules_dir, load_rules
-from sglang_sentinel.rules.ruleset import RuleSet, convert
-from sglang_sentinel.rules.shapes import split_prefix
+from sglang_sentinel.rules.ruleset.files import check_rules, default_rules_dir, load_rules
+from sglang_sentinel.rules.ruleset.ruleset import RuleSet, convert
+from sglang_sentinel.rules.ruleset.shapes import split_prefix
 
 MOE_UP = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json"
 MOE_DOWN = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition_down.json"
@@ -50,7 +50,7 @@ def test_shipped_pack_has_no_problems() -> None:
 
 
 def test_default_rules_dir_is_the_package_pack_and_the_checkout_rules_link() -> None:
-    pack = Path(str(importlib.resources.files("sglang_sentinel.rules") / "pack"))
+    pack = Path(str(importlib.resources.files("sglang_sentinel.rules.ruleset") / "pack"))
     assert default_rules_dir() == pack
     assert (Path(__file__).resolve().parents[1] / "rules").resolve() == pack.resolve()
     assert sorted(p.name for p in pack.glob("*.yaml"))[-1] == "policy.yaml"
@@ -619,8 +619,8 @@ rules:
 def test_rule_set_is_immutable(pack: RuleSet) -> None:
     with pytest.raises(AttributeError):
         pack.rules = ()  # type: ignore[misc]
-    assert pack.get("capacity_summary") is not None
-    assert pack.get("nope") is None
+    assert "capacity_summary" in pack.ids
+    assert "nope" not in pack.ids
 
 
 def _names(value: object) -> tuple[str, ...]:
