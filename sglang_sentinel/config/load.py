@@ -21,7 +21,7 @@ from typing import Any, Final, TypeVar, cast
 import yaml
 
 from sglang_sentinel.compare import policy_problems
-from sglang_sentinel.config.load.schema import (
+from sglang_sentinel.config.schema import (
     LABEL_NAME,
     LOG_FORMATS,
     LOG_LEVELS,

@@ -18,8 +18,8 @@ import yaml
 
 from sglang_sentinel.errors import RuleError
 from sglang_sentinel.model import KNOWN_FACTS, FactValue
-from sglang_sentinel.rules.ruleset.regex import RegexError, RuleRegex
-from sglang_sentinel.rules.ruleset.ruleset import (
+from sglang_sentinel.rules.regex import RegexError, RuleRegex
+from sglang_sentinel.rules.ruleset import (
     FACT_TYPES,
     SCOPES,
     FactSpec,
@@ -29,7 +29,7 @@ from sglang_sentinel.rules.ruleset.ruleset import (
     Sample,
     Scope,
 )
-from sglang_sentinel.rules.ruleset.shapes import split_prefix
+from sglang_sentinel.rules.shapes import split_prefix
 
 # The lead's policy file lives beside the rule files but is not a rule file.
 POLICY_FILE: Final = "policy.yaml"  # in a rule directory: the policy, not a rule file
