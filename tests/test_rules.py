@@ -50,7 +50,7 @@ def test_shipped_pack_has_no_problems() -> None:
 
 
 def test_default_rules_dir_is_the_package_pack_and_the_checkout_rules_link() -> None:
-    pack = Path(str(importlib.resources.files("sglang_sentinel.rules.ruleset") / "pack"))
+    pack = Path(str(importlib.resources.files("sglang_sentinel.rules") / "pack"))
     assert default_rules_dir() == pack
     assert (Path(__file__).resolve().parents[1] / "rules").resolve() == pack.resolve()
     assert sorted(p.name for p in pack.glob("*.yaml"))[-1] == "policy.yaml"
