@@ -18,7 +18,7 @@ from sglang_sentinel.baseline_file import BaselineFileError, content_sha256, rea
 from sglang_sentinel.compare import load_policy
 from sglang_sentinel.config import load_config
 from sglang_sentinel.errors import ConfigError
-from sglang_sentinel.rule_files import check_rules
+from sglang_sentinel.rules import check_rules
 from sglang_sentinel.yamlfile import YamlError, YamlProblem, load_json, load_yaml
 
 
@@ -31,39 +31,36 @@ def problems(text: str) -> list[str]:
 # -- the three file kinds -----------------------------------------------------------------------
 
 
+_DUP = "(first on line {}; the later value would silently win)"
+
+
 @pytest.mark.parametrize(
-    ("load", "text", "problem"),
+    ("load", "text", "problems"),
     [
         (load_config, "units: [a]\nalertmanager:\n  urls: [http://a:9093]\n  urls: [http://b:9093]\n",
-         "line 4: duplicate key 'urls' (first on line 3; the later value would silently win)"),
+         ["line 4: duplicate key 'urls' " + _DUP.format(3)]),
+        # The rest of a config is still checked: every problem at once.
+        (load_config, "units: [a]\nunits: [b]\nunitz: [c]\n",
+         ["line 2: duplicate key 'units' " + _DUP.format(1),
+          "unknown key 'unitz' (did you mean 'units'?)"]),
         # Bug fixed: the policy file silently kept the later of two equal keys.
         (load_policy, "version: 1\nchecks:\n  cuda_graph_disabled: {severity: critical}\n"
          "  cuda_graph_disabled: {severity: info}\n",
-         "line 4: duplicate key 'cuda_graph_disabled' (first on line 3; the later value would "
-         "silently win)"),
+         ["line 4: duplicate key 'cuda_graph_disabled' " + _DUP.format(3)]),
+        # Was a multi-line dump of PyYAML's exception.
+        (load_policy, "version: 1\nchecks: x: y\n",
+         ["line 2, column 10: invalid YAML: mapping values are not allowed here"]),
     ],
-    ids=["config", "policy"],
+    ids=["config", "config-and-more", "policy", "policy-syntax"],
 )  # fmt: skip
-def test_config_and_policy_duplicate_keys_are_refused_with_their_line(
-    tmp_path: Path, load: Callable[[Path], object], text: str, problem: str
+def test_config_and_policy_problems_name_their_line(
+    tmp_path: Path, load: Callable[[Path], object], text: str, problems: list[str]
 ) -> None:
     path = tmp_path / "file.yaml"
     path.write_text(text)
     with pytest.raises(ConfigError) as caught:
         load(path)
-    assert caught.value.problems == [f"{path}: {problem}"]
-
-
-def test_config_reports_its_other_problems_beside_a_duplicate(tmp_path: Path) -> None:
-    path = tmp_path / "config.yaml"
-    path.write_text("units: [a]\nunits: [b]\nunitz: [c]\n")
-    with pytest.raises(ConfigError) as caught:
-        load_config(path)
-    assert caught.value.problems == [
-        f"{path}: line 2: duplicate key 'units' (first on line 1; the later value would "
-        "silently win)",
-        f"{path}: unknown key 'unitz' (did you mean 'units'?)",
-    ]
+    assert caught.value.problems == [f"{path}: {problem}" for problem in problems]
 
 
 def test_rule_file_duplicate_key_is_refused_with_its_line(tmp_path: Path) -> None:
@@ -75,16 +72,6 @@ def test_rule_file_duplicate_key_is_refused_with_its_line(tmp_path: Path) -> Non
     assert check_rules([tmp_path]) == [
         f"{path}:-: invalid YAML at line 8: duplicate key 'scope' (first on line 7; the later "
         "value would silently win)"
-    ]
-
-
-def test_policy_syntax_error_is_one_line_with_its_position(tmp_path: Path) -> None:
-    path = tmp_path / "policy.yaml"
-    path.write_text("version: 1\nchecks: x: y\n")
-    with pytest.raises(ConfigError) as caught:
-        load_policy(path)
-    assert caught.value.problems == [
-        f"{path}: line 2, column 10: invalid YAML: mapping values are not allowed here"
     ]
 
 
