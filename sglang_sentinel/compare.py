@@ -11,8 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from .errors import ConfigError
 from .evidence import fmt_value, invalid_fact_text
 from .model import (
@@ -26,8 +24,9 @@ from .model import (
     Severity,
     StartupRecord,
 )
+from .rules.files import default_policy_path
 from .runtime_checks import RUNTIME_CHECKS, RUNTIME_KEYS, decode_result, runtime_findings
-from .serverargs_diff import (
+from .serverargs.diff import (
     SWITCHES,
     diff_server_args,
     setting_flags,
@@ -35,6 +34,7 @@ from .serverargs_diff import (
     switched_off_by,
 )
 from .text import duration
+from .yamlfile import YamlError, load_yaml
 
 CHECKS = (
     "max_running_requests_drop",
@@ -52,7 +52,7 @@ _DROP_CHECKS = {
     "max_running_requests_drop": ("max_running_requests", "max_running_requests"),
     "kv_cache_tokens_drop": ("kv_cache_tokens", "KV cache tokens"),
 }
-# check -> (fact, label): the fact is the switch's canonical name in serverargs_diff's table.
+# check -> (fact, label): the fact is the switch's canonical name in serverargs.diff's table.
 _SWITCH_CHECKS = {
     f"{name}_disabled": (name, SWITCHES[name]) for name in ("piecewise_cuda_graph", "cuda_graph")
 }
@@ -69,12 +69,6 @@ ESCALATION_TIERS: tuple[Severity, ...] = ("warning", "critical")
 # startup_stalled defaults (rules/policy.yaml sets them too): 3x the baseline, at least 15 min.
 STALL_BASELINE_MULTIPLE = 3.0
 STALL_MIN_SECONDS = 900.0
-
-
-def default_policy_path() -> Path:
-    from .rule_files import default_rules_dir
-
-    return default_rules_dir() / "policy.yaml"
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,10 +104,6 @@ def reached_tiers(check: str, severity: Severity) -> tuple[Severity, ...]:
     return (severity,)
 
 
-# libyaml's parser when PyYAML has it (the pure-Python one is slow to start with).
-_SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def load_policy(path: Path | None = None, overrides: Mapping[str, Any] | None = None) -> Policy:
     """Load the shipped policy (or `path`), apply `overrides`, validate; ConfigError on problems.
 
@@ -122,14 +112,13 @@ def load_policy(path: Path | None = None, overrides: Mapping[str, Any] | None = 
     """
     path = path or default_policy_path()
     try:
-        text = path.read_bytes().decode("utf-8")
-        data = yaml.load(text, Loader=_SAFE_LOADER)
+        data = load_yaml(path.read_bytes().decode("utf-8"))
     except OSError as exc:
         raise ConfigError([f"{path}: cannot read policy: {exc.strerror}"]) from exc
     except UnicodeDecodeError as exc:
         raise ConfigError([f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8"]) from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError([f"{path}: invalid YAML: {exc}"]) from exc
+    except YamlError as exc:
+        raise ConfigError([f"{path}: {problem}" for problem in exc.problems]) from exc
     problems = [f"{path}: {where}: {message}" for where, message in policy_problems(data)]
     extra = overrides or {}
     problems += [f"config: {where}: {message}" for where, message in policy_problems(extra)]

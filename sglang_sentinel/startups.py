@@ -35,9 +35,9 @@ from .model import (
     StartupRecord,
 )
 from .redact import launch_flags, redact_cmdline, scrub_text
-from .rules import BatchMatch, RuleSet
-from .serverargs import BalanceScanner, parse_server_args
-from .serverargs_diff import normalized_settings
+from .rules.ruleset import BatchMatch, RuleSet
+from .serverargs.diff import normalized_settings
+from .serverargs.parse import BalanceScanner, parse_server_args
 from .text import clean_message
 
 Matcher = Callable[[str], list[RuleMatch]]

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from sglang_sentinel.codec import record_to_json
-from sglang_sentinel.config_schema import Config
+from sglang_sentinel.config.schema import Config
 from sglang_sentinel.model import JournalEntry
 from sglang_sentinel.pipeline import evaluate, load_rules_and_policy
 from sglang_sentinel.startups import StartupTracker

@@ -9,10 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sglang_sentinel.model import JournalEntry, RuleMatch
-from sglang_sentinel.rule_files import default_rules_dir, load_rules
-from sglang_sentinel.rule_regex import RuleRegex
-from sglang_sentinel.rule_shapes import digit_blind, split_prefix
-from sglang_sentinel.rules import BatchMatch, FactSpec, Rule, RuleSet
+from sglang_sentinel.rules.files import default_rules_dir, load_rules
+from sglang_sentinel.rules.regex import RuleRegex
+from sglang_sentinel.rules.ruleset import BatchMatch, FactSpec, Rule, RuleSet
+from sglang_sentinel.rules.shapes import digit_blind, split_prefix
 from sglang_sentinel.startups import StartupTracker
 from sglang_sentinel.text import clean_message
 

@@ -22,8 +22,8 @@ from typing import Any, Final, Literal
 
 from sglang_sentinel.errors import RuleError
 from sglang_sentinel.model import RUNTIME_FACTS, FactValue, Rank, RuleMatch
-from sglang_sentinel.rule_regex import Found, RuleRegex
-from sglang_sentinel.rule_shapes import (
+from sglang_sentinel.rules.regex import Found, RuleRegex
+from sglang_sentinel.rules.shapes import (
     BRACKET_RE,
     DECORATION_RE,
     DECORATION_WORDS,
