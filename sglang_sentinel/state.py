@@ -545,7 +545,6 @@ def record_to_dict(record: StartupRecord) -> dict[str, Any]:
         "launch_flags": list(record.launch_flags),
         "server_args": _plain(dict(record.server_args)),
         "rule_hits": dict(record.rule_hits),
-        "runtime": dict(record.runtime),
         "decode": _plain(dict(record.decode)),
         "notes": list(record.notes),
     }
@@ -569,7 +568,6 @@ def record_from_json(text: str) -> StartupRecord:
         failure_reason=d["failure_reason"],
         ended_at=d["ended_at"],
         rule_hits=d.get("rule_hits", {}),
-        runtime=d.get("runtime", {}),
         decode=d.get("decode", {}),
         notes=tuple(d.get("notes", ())),
     )
