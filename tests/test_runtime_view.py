@@ -9,12 +9,13 @@ from pathlib import Path
 
 from journaltools import StartupScript, build_journal, write_export
 
+from sglang_sentinel.codec import record_to_json
 from sglang_sentinel.compare import Policy
-from sglang_sentinel.config_schema import Config, JournalConfig
+from sglang_sentinel.config.schema import Config, JournalConfig
 from sglang_sentinel.journal import JournalSource
 from sglang_sentinel.model import Comparison, StartupRecord
 from sglang_sentinel.pipeline import Pipeline, evaluate, load_rules_and_policy
-from sglang_sentinel.state import DB_NAME, StateStore, record_to_json
+from sglang_sentinel.state import DB_NAME, StateStore
 
 UNIT = "sglang-qwen.service"
 DAY = "2026-03-01"
