@@ -73,7 +73,6 @@ def record_to_doc(record: StartupRecord) -> dict[str, Any]:
         "launch_flags": list(record.launch_flags),
         "server_args": plain(record.server_args),
         "rule_hits": plain(record.rule_hits),
-        "runtime": plain(record.runtime),
         "decode": plain(record.decode),
         "notes": [evidence_to_json(n) for n in record.notes],
     }
@@ -93,7 +92,6 @@ def record_from_doc(doc: Mapping[str, Any]) -> StartupRecord:
         failure_reason=doc.get("failure_reason"),
         ended_at=doc.get("ended_at"),
         rule_hits=doc.get("rule_hits", {}),
-        runtime=facts_from_doc(doc.get("runtime", {})),
         decode=doc.get("decode", {}),
         notes=tuple(evidence_from_json(n) for n in doc.get("notes", ())),
     )
