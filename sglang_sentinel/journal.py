@@ -26,7 +26,7 @@ from systemd import journal
 from . import sigbus
 from .containers import PartialLines, add_container_matches, split_targets, start_id, target_of
 from .errors import JournalError
-from .model import JournalEntry
+from .model import JournalEntry, SourceItem
 from .text import clean_message
 
 # sd_journal_wait() results, re-exported so callers need not import systemd.
@@ -274,7 +274,7 @@ class JournalSource:
 
     # -- reading ------------------------------------------------------------------------------
 
-    def lines(self, limit: int | None = None) -> Iterator[JournalEntry | bytes]:
+    def lines(self, limit: int | None = None) -> Iterator[SourceItem]:
         """The entries available now, oldest first, until the end of the journal; but a service
         line of the same invocation as the service line just before it comes as its raw MESSAGE
         bytes: unit and invocation are the previous entry's, its time is `realtime_us()` while
