@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             for directory in journals:
                 for unit in units_of(directory):
                     for as_json in (False, True):
-                        outs = []
+                        outs: list[bytes] = []
                         for label, tree in (("before", before), ("after", REPO)):
                             state = work / "state" / f"{label}-{len(outs)}"
                             state.parent.mkdir(exist_ok=True)
