@@ -375,6 +375,8 @@ class StartupTracker:
                         if m.rule_id in OBSERVED_RULES:
                             self._observe(b, m.rule_id, raw, realtime_us)
                     dirty.add(inv)
+                    if b.server_args_pending is not None:
+                        b = None  # a split server_args line: its continuations go to _feed_raw
                     continue
                 # Anything else goes the ordinary way, with the counts of the run in place first.
                 if run is not None:
