@@ -241,7 +241,7 @@ class StartupTracker:
         self._current: dict[str, str] = {}  # unit -> invocation id of its newest startup
         self._dirty: set[str] = set()
         self.rule_hits: dict[str, int] = {}
-        # The builder of the service line fed last, for `feed_same_invocation`.
+        # The builder of the service line fed last: the raw lines after it are of its invocation.
         self._last_service: _Builder | None = None
         # Decode lines this long after ready are past JIT warm-up (policy decode_throughput_drop).
         self.decode_warmup_seconds = 300.0
