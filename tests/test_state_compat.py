@@ -1,5 +1,5 @@
-"""A state directory written by the previous release (evidence and notes stored as sentences)
-still loads, and every output shows those sentences exactly as that release did."""
+"""A state directory written by the previous release (schema 2: notes and findings' evidence
+stored as sentences) still loads, and every output shows those sentences as that release did."""
 
 from __future__ import annotations
 
@@ -85,8 +85,14 @@ def _old_builder(invocation: str, started: float) -> str:
 def old_state(tmp_path: Path) -> Path:
     """A state directory whose rows the previous release wrote (schema 2, text evidence)."""
     state = tmp_path / "state"
-    StateStore(state).close()  # the schema (unchanged by this release)
+    StateStore(state).close()
     db = sqlite3.connect(state / DB_NAME)
+    # Back to the previous release's schema: version 2, with its comparisons table.
+    db.execute("UPDATE meta SET value='2' WHERE key='schema_version'")
+    db.execute(
+        "CREATE TABLE comparisons (invocation_id TEXT PRIMARY KEY REFERENCES startups"
+        " (invocation_id), baseline_id TEXT, baseline_kind TEXT, findings TEXT NOT NULL)"
+    )
     rows = [
         (OLD, 1_700_000_000.0, _old_record(OLD, 1_700_000_000.0, 48, []), None, 1),
         (NEW, 1_700_100_000.0, _old_record(NEW, 1_700_100_000.0, 26, [INVALID, SKEW]), None, 2),
@@ -114,19 +120,15 @@ def old_state(tmp_path: Path) -> Path:
     return state
 
 
-def test_old_text_notes_and_evidence_load_as_notes_that_read_the_same(old_state: Path) -> None:
-    store = StateStore(old_state, readonly=True)
+def test_old_text_notes_load_as_notes_that_read_the_same(old_state: Path) -> None:
+    store = StateStore(old_state)  # upgrades the schema (the old findings table goes)
     try:
         record = store.startup(NEW)
-        assert record is not None
-        assert record.notes == (Evidence("note", detail=INVALID), Evidence("note", detail=SKEW))
-        row = store.comparison_row(NEW)
     finally:
         store.close()
-    assert row is not None
-    baseline_id, kind, [finding] = row
-    assert (baseline_id, kind, finding.check) == (OLD, "previous", "max_running_requests_drop")
-    assert [render_evidence(e) for e in finding.evidence] == [FLAGS, SET_BY_SGLANG]
+    assert record is not None
+    assert record.notes == (Evidence("note", detail=INVALID), Evidence("note", detail=SKEW))
+    assert [render_evidence(n) for n in record.notes] == [INVALID, SKEW]
 
 
 def test_the_json_contract_of_an_old_state_keeps_its_note_sentences(
@@ -150,27 +152,3 @@ def test_an_open_startup_saved_by_the_old_release_resumes_with_its_clock_note() 
     again = StartupTracker(lambda line: [])
     again.restore([saved])
     assert again.saved_form(OPEN)[0].notes == record.notes
-
-
-def test_a_comparison_saved_now_stores_evidence_as_fields(old_state: Path) -> None:
-    from test_compare import record as make_record
-
-    from sglang_sentinel.model import Comparison, Finding
-
-    store = StateStore(old_state)
-    try:
-        item = Evidence("memory_at_load", old=93.72, new=87.07)
-        finding = Finding("kv_cache_tokens_drop", "warning", 10, 5, "m", evidence=(item,))
-        current = make_record(invocation=NEW)
-        with store.transaction():
-            store.save_comparison(Comparison(current, None, None, (finding,)))
-        stored = store._db.execute(
-            "SELECT findings FROM comparisons WHERE invocation_id=?", (NEW,)
-        ).fetchone()[0]
-        assert json.loads(stored)[0]["evidence"] == [
-            {"kind": "memory_at_load", "old": 93.72, "new": 87.07}
-        ]
-        row = store.comparison_row(NEW)
-        assert row is not None and row[2] == [finding]
-    finally:
-        store.close()
