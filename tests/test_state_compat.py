@@ -12,6 +12,8 @@ import pytest
 from sglang_sentinel.cli import main
 from sglang_sentinel.evidence import render_evidence
 from sglang_sentinel.model import Evidence
+from sglang_sentinel.rules.files import default_rules_dir, load_rules
+from sglang_sentinel.rules.matcher import ExactMatcher
 from sglang_sentinel.startups import StartupTracker
 from sglang_sentinel.state import DB_NAME, StateStore
 
@@ -143,12 +145,12 @@ def test_the_json_contract_of_an_old_state_keeps_its_note_sentences(
 
 
 def test_an_open_startup_saved_by_the_old_release_resumes_with_its_clock_note() -> None:
-    tracker = StartupTracker(lambda line: [])
+    tracker = StartupTracker(ExactMatcher(load_rules([default_rules_dir()])))
     tracker.restore([_old_builder(OPEN, 1_700_200_000.0)])
     [(record, saved)] = [tracker.saved_form(OPEN)]
     assert [render_evidence(n) for n in record.notes] == [SKEW]
     # Saved again in the new form, it reads back the same.
     assert json.loads(saved)["clock_notes"] == [{"kind": "note", "detail": SKEW}]
-    again = StartupTracker(lambda line: [])
+    again = StartupTracker(ExactMatcher(load_rules([default_rules_dir()])))
     again.restore([saved])
     assert again.saved_form(OPEN)[0].notes == record.notes
