@@ -15,7 +15,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .decode import DECODE_RULE, OBSERVED_RULES, PHASE_RULES, DecodeState
+from .decode import (
+    DECODE_RULE,
+    OBSERVED_RULES,
+    PHASE_RULES,
+    PREFILL_RULE,
+    SHAPE_MASK,
+    DecodeState,
+)
 from .fact_ranges import sane_facts
 from .model import (
     RUNTIME_FACTS,
@@ -393,9 +400,9 @@ class StartupTracker:
             try:
                 matches: Sequence[RuleMatch] = ()  # the exact-path matches of a raw line
                 if b is not None and isinstance(item, bytes):
-                    verdict = (
-                        memo_get(item.translate(mask), _MISS) if memo_get is not None else _MISS
-                    )
+                    # The digit-masked line: the memo's key, and decode_line's line shape.
+                    shape = item.translate(mask) if memo_get is not None else b""
+                    verdict = memo_get(shape, _MISS) if memo_get is not None else _MISS
                     if verdict is None:
                         continue  # no rule matches a line of this shape
                     if verdict.__class__ is not BatchMatch:
@@ -404,8 +411,20 @@ class StartupTracker:
                         except Exception as exc:
                             raise _StageFault("rules") from exc
                     if isinstance(verdict, BatchMatch):  # the feed_same_invocation batch-line case
-                        if verdict.rule.id in OBSERVED_RULES:
-                            self._observe(b, verdict.rule.id, item, realtime_us)
+                        rid = verdict.rule.id
+                        if rid in OBSERVED_RULES:
+                            if rid == DECODE_RULE:  # nearly every line of a busy server
+                                b.decode.decode_line(
+                                    item,
+                                    shape or item.translate(SHAPE_MASK),
+                                    realtime_us,
+                                    b.ready_at,
+                                    self.decode_warmup_seconds,
+                                )
+                            elif rid == PREFILL_RULE:
+                                b.decode.prefill_line(item, shape or item.translate(SHAPE_MASK))
+                            else:
+                                self._observe(b, rid, item, realtime_us)
                         if verdict is not run:
                             if run is not None:
                                 _add_hits(run.rule.id, run_lines, hits, tracker_hits)
