@@ -27,8 +27,8 @@ from systemd import daemon as sd
 from . import __version__
 from .alerts import AlertPusher, default_instance
 from .compare import stall_after
-from .config import load_config
-from .config_schema import Config
+from .config.load import load_config
+from .config.schema import Config
 from .errors import ConfigError, JournalError, RuleError, SentinelError, StateError
 from .html import collect_status, render_page
 from .httpserver import BoundedWSGIServer, make_metrics_server
