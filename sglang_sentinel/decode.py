@@ -242,7 +242,7 @@ class DecodeState:
         """One decode line, in journal order: what `observe` does with it.
 
         `shape` is `raw.translate(SHAPE_MASK)` (or any mask that maps every digit to one digit
-        and leaves the rest alone): the feed has it already, as its rule memo's key. The time is
+        and leaves the rest alone): the feed has it already, as its matcher's memo key. The time is
         `realtime_us() / 1e6`, read only when the warm-up test needs it (`ts` without
         `realtime_us`).
 
@@ -417,7 +417,7 @@ class DecodeState:
 # end; 0, 0 without a rank), and (start, end) of gen throughput, #token and accept len
 # (start -1: no such field).
 _Layout = tuple[int, int, bool | None, int, int, tuple[int, int, int, int, int, int]]
-# The shape of a line: every digit masked as "0" (the rule memo's key, rules._MASK_DIGITS).
+# The shape of a line: every digit masked as "0" (the matcher's memo key, MASK_DIGITS).
 SHAPE_MASK: Final = bytes.maketrans(b"0123456789", b"0000000000")
 # shape -> layout; bounded by _MEMO_CAP.
 _LAYOUTS: dict[bytes, _Layout] = {}

@@ -33,6 +33,7 @@ from sglang_sentinel.decode import (
 )
 from sglang_sentinel.model import JournalEntry
 from sglang_sentinel.rules import default_rules_dir, load_rules
+from sglang_sentinel.rules.matcher import MemoMatcher
 from sglang_sentinel.startups import StartupTracker
 
 # -- the oracle: the implementation before the fast path ------------------------------------------
@@ -504,16 +505,16 @@ def test_round3_is_round(x: float) -> None:
 def test_the_feed_passes_shapes_decode_line_can_read() -> None:
     """decode_line takes the feed's rule-memo key as the line's shape: that key must mask every
     digit as one digit and leave every other byte alone (as SHAPE_MASK does)."""
-    memo = load_rules([default_rules_dir()]).line_memo()
-    assert memo is not None
-    mask = memo[1]
+    known = MemoMatcher(load_rules([default_rules_dir()])).known()
+    assert known is not None
+    mask = known[1]
     digits = {mask[c] for c in b"0123456789"}
     assert len(digits) == 1 and digits <= set(b"0123456789")
     assert all(mask[c] == c for c in range(256) if c not in b"0123456789")
 
 
 def test_tracker_feed_equals_observe_per_line() -> None:
-    """Through StartupTracker.feed_lines (the fast path) and through the old per-line path, a
+    """Through StartupTracker.feed (the fast path) and through the old per-line path, a
     startup's decode summary is the same."""
     rules = load_rules([default_rules_dir()])
     unit = "sglang-decodefast-test.service"
@@ -540,7 +541,7 @@ def test_tracker_feed_equals_observe_per_line() -> None:
         1_773_100_000_000_000 + k * 2_000_000 - (k % 50 == 7) * 700_000_000
         for k in range(len(lines))
     ]
-    tracker = StartupTracker(rules.match, rules.match_raw)
+    tracker = StartupTracker(MemoMatcher(rules))
     now = {"t": times[0]}
     first = JournalEntry(unit, lines[0], times[0], invocation_id="a" * 32)
 
@@ -550,7 +551,7 @@ def test_tracker_feed_equals_observe_per_line() -> None:
             now["t"] = t
             yield line.encode()
 
-    tracker.feed_lines(items(), lambda: now["t"])
+    tracker.feed(items(), lambda: now["t"])
     record = tracker.current(unit)
     assert record is not None
     builder = tracker._builders["a" * 32]
