@@ -21,7 +21,8 @@ from types import MappingProxyType
 from typing import Any, Final, Literal
 
 from sglang_sentinel.errors import RuleError
-from sglang_sentinel.model import RUNTIME_FACTS, FactValue, Rank, RuleMatch
+from sglang_sentinel.facts import RUNTIME_FACTS
+from sglang_sentinel.model import FactValue, Rank, RuleMatch
 from sglang_sentinel.rules.regex import Found, RuleRegex
 from sglang_sentinel.rules.shapes import (
     BRACKET_RE,
