@@ -17,6 +17,7 @@ from sentinelproc import scrape_in_process
 from sglang_sentinel import facts as registry
 from sglang_sentinel.cli import main
 from sglang_sentinel.compare import CHECKS
+from sglang_sentinel.fact_ranges import sane_facts
 from sglang_sentinel.facts import BY_NAME, FACTS, STARTUP_FACTS, Fact
 from sglang_sentinel.html import KEY_FACTS
 from sglang_sentinel.rules.files import check_rules, default_rules_dir, load_rules
@@ -291,3 +292,12 @@ def test_the_docs_check_fails_on_a_stale_table(tmp_path: Path) -> None:
     assert registry.main(["--check", str(stale)]) == 1
     assert registry.main([str(stale)]) == 0
     assert stale.read_text(encoding="utf-8") == doc
+
+
+def test_an_impossible_cpu_memory_is_recorded_as_null() -> None:
+    """available_cpu_mem_gb had no range: an `inf` was kept (a bare NaN risk downstream)."""
+    out, notes = sane_facts({"available_cpu_mem_gb": math.inf, "available_gpu_mem_gb": 2.5})
+    assert out == {"available_cpu_mem_gb": None, "available_gpu_mem_gb": 2.5}
+    assert notes == [
+        "fact_invalid: available_cpu_mem_gb=inf is not a finite number; recorded as null"
+    ]
