@@ -72,6 +72,14 @@ class JournalEntry:
     cmdline: str | None = None  # _CMDLINE, read only on the first entry of an invocation
 
 
+# What the journal source hands the tracker, in journal order (JournalSource.lines): a
+# JournalEntry, or, for a service line of the same unit and invocation as the entry before it
+# (nearly every line of a busy unit), just its raw MESSAGE bytes; its time is the source's
+# `realtime_us()` while the source is suspended on it. A JournalEntry per line would cost as
+# much again as reading the line.
+SourceItem = JournalEntry | bytes
+
+
 @dataclass(frozen=True, slots=True)
 class Rank:
     """The rank prefix of an SGLang line, `[ts DP1 TP0 EP0]`; None where absent."""
@@ -111,7 +119,6 @@ class StartupRecord:
     failure_reason: str | None = None
     ended_at: float | None = None
     rule_hits: Mapping[str, int] = field(default_factory=dict)  # rule id -> lines matched
-    runtime: Mapping[str, FactValue] = field(default_factory=dict)  # latest batch-line values
     # Clean decode samples, line counts and phase marks (decode.DecodeState.summary()).
     decode: Mapping[str, Any] = field(default_factory=dict)
     # Why facts are null although a line reported them (fact_ranges.py: not finite, out of range).
@@ -131,6 +138,20 @@ class StartupRecord:
         if self.outcome != "ready" or isinstance(value, bool):
             return None
         return float(value) if isinstance(value, int | float) else None
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeView:
+    """The latest batch-line values of one startup (`scope: runtime` facts), held in memory.
+
+    Never persisted: they describe the server now, not the startup, and change on every batch
+    line. Published with the daemon's snapshot after each commit; empty after a restart until
+    the next batch line. An impossible value (fact_ranges.py) is None here, without a note.
+    """
+
+    unit: str
+    invocation_id: str
+    facts: Mapping[str, FactValue] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

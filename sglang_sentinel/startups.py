@@ -8,10 +8,11 @@ of the same journal produces the same ids.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,28 +30,29 @@ from .model import (
     JournalEntry,
     Outcome,
     RuleMatch,
+    RuntimeView,
+    SourceItem,
     StartupRecord,
 )
 from .redact import launch_flags, redact_cmdline, scrub_text
-from .rules.ruleset import BatchMatch, RuleSet
+from .rules.matcher import Matcher
+from .rules.ruleset import BatchMatch
+from .rules.shapes import LINE_START_RE
 from .serverargs.diff import normalized_settings
 from .serverargs.parse import BalanceScanner, parse_server_args
 from .text import clean_message
 
-Matcher = Callable[[str], list[RuleMatch]]
 # Told about an exception while handling one entry: the stage ("rules" or "tracker") and the error.
 ErrorSink = Callable[[str, Exception], None]
-# RuleSet.match_raw: raw MESSAGE bytes -> a BatchMatch for a batch line (its facts are
-# `rule.facts_of_raw(raw)`, converted only when needed); else match(clean_message(raw)).
-RawMatcher = Callable[[bytes], "list[RuleMatch] | BatchMatch"]
-_MISS: Any = object()  # a line match_raw's memo does not know
+_MISS: Any = object()  # a line the matcher's known answers do not have
 
 _EXIT_RE = re.compile(r"code=(\w+), status=(\S+)")
 _RESULT_RE = re.compile(r"Failed with result '([^']+)'")
-_SGLANG_PREFIX = re.compile(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")
 _TRACEBACK_HEAD = "Traceback (most recent call last):"
 # A split server_args line never needs more than a few continuation entries (48K each).
 _MAX_SERVER_ARGS_CHARS = 1 << 20
+# Forgotten startups whose runtime values stay available (see StartupTracker.runtime_views).
+_ENDED_RUNTIME_KEPT = 16
 # Wall and monotonic clocks may disagree this much (seconds) before it counts as a clock step.
 CLOCK_STEP_TOLERANCE_S = 2.0
 
@@ -78,6 +80,8 @@ class _Builder:
     pending_scan: BalanceScanner = field(default_factory=BalanceScanner)
     pending_parsed_at: int = 0
     flags: tuple[str, ...] = ()
+    # The latest batch-line values (`scope: runtime` facts): in memory only, never persisted
+    # (see RuntimeView); a restart starts them empty.
     runtime: dict[str, FactValue] = field(default_factory=dict)
     has_server_args_line: bool = False
     # The journal's monotonic time (µs, boot id hex) of the start and of ready: a duration
@@ -93,6 +97,10 @@ class _Builder:
     deferred: dict[BatchMatch, bytes] = field(default_factory=dict)
     # Decode intervals at like load and startup phase marks (decode.py).
     decode: DecodeState = field(default_factory=DecodeState)
+    # The last full snapshot(): a change that only batch lines made (rule_hits, decode) is
+    # stored as this with those two fields replaced (`StartupTracker.saved_form`), without
+    # re-deriving the facts from ~300 server_args fields.
+    record: StartupRecord | None = None
 
     def settle(self) -> None:
         """Apply the deferred batch lines to `runtime`, in the order they came."""
@@ -127,7 +135,6 @@ class _Builder:
             # Never persisted: the raw text is unredacted until it parses.
             "server_args_pending": None,
             "flags": list(self.flags),
-            "runtime": plain(self.runtime),
             "has_server_args_line": self.has_server_args_line,
             "decode": self.decode.to_dict(),
             "start_mono": self.start_mono,
@@ -153,7 +160,6 @@ class _Builder:
             server_args=d["server_args"],
             server_args_pending=d["server_args_pending"],
             flags=tuple(d["flags"]),
-            runtime=facts_from_doc(d["runtime"]),
             has_server_args_line=d["has_server_args_line"],
             decode=DecodeState.from_dict(d.get("decode")),
             start_mono=_mono_of(d.get("start_mono")),
@@ -193,8 +199,7 @@ class _Builder:
                     "no monotonic time to measure with; startup_seconds recorded as null"
                 )
         facts, notes = sane_facts(facts)
-        runtime, runtime_notes = sane_facts(self.runtime)
-        return StartupRecord(
+        record = StartupRecord(
             unit=self.unit,
             invocation_id=self.invocation_id,
             started_at=self.started_at,
@@ -206,10 +211,17 @@ class _Builder:
             failure_reason=self.failure_reason,
             ended_at=self.ended_at,
             rule_hits=dict(self.rule_hits),
-            runtime=runtime,
-            notes=tuple(notes + runtime_notes + clock_notes),
+            notes=tuple(notes + clock_notes),
             decode=self.decode.summary(),
         )
+        self.record = record
+        return record
+
+    def runtime_view(self) -> RuntimeView:
+        """The latest batch-line values, an impossible one as None (fact_ranges.py)."""
+        self.settle()
+        facts, _ = sane_facts(self.runtime)
+        return RuntimeView(self.unit, self.invocation_id, facts)
 
 
 class StartupTracker:
@@ -217,12 +229,11 @@ class StartupTracker:
 
     def __init__(
         self,
-        match: Matcher,
-        match_raw: RawMatcher | None = None,
+        matcher: Matcher,
         on_error: ErrorSink | None = None,
     ) -> None:
-        self._match = match
-        self.match_raw: RawMatcher = match_raw or (lambda raw: match(clean_message(raw)))
+        # The rules, behind one seam: exact or memoised (rules/matcher.py), the same answers.
+        self.matcher = matcher
         # An exception while handling one entry goes here and the entry is skipped; without a
         # sink it propagates (tests that want to see it).
         self.on_error = on_error
@@ -232,8 +243,14 @@ class StartupTracker:
         self._builders: dict[str, _Builder] = {}  # invocation id -> builder
         self._current: dict[str, str] = {}  # unit -> invocation id of its newest startup
         self._dirty: set[str] = set()
+        # Changed by batch lines only (runtime facts, rule_hits, decode samples): stored with
+        # the cursor like a cursor move, without re-deriving the record or comparing it.
+        self._touched: set[str] = set()
+        # The runtime values of startups forgotten by mark_clean(), newest last, so the
+        # exporter still shows a unit's latest decided startup's while a new one starts.
+        self._ended_runtime: dict[str, RuntimeView] = {}
         self.rule_hits: dict[str, int] = {}
-        # The builder of the service line fed last, for `feed_same_invocation`.
+        # The builder of the service line fed last: the raw lines after it are of its invocation.
         self._last_service: _Builder | None = None
         # Decode lines this long after ready are past JIT warm-up (policy decode_throughput_drop).
         self.decode_warmup_seconds = 300.0
@@ -249,7 +266,8 @@ class StartupTracker:
 
     def take_dirty(self) -> list[tuple[StartupRecord, str]]:
         """Records changed since the last call, with their resumable state; oldest first."""
-        out = [self.saved_form(i) for i in self.dirty()]
+        changed = self._dirty | self._touched
+        out = [self.saved_form(i) for i in self._builders if i in changed]
         self.mark_clean()
         return out
 
@@ -261,23 +279,57 @@ class StartupTracker:
         dirty = self._dirty
         return [i for i in self._builders if i in dirty]
 
+    def touched(self) -> list[str]:
+        """Invocations only batch lines changed since the last `mark_clean()` (not in `dirty()`),
+        oldest first: their decode samples and rule_hits must be stored with the cursor, but
+        their startup facts, and so their comparison, are as last stored."""
+        dirty, touched = self._dirty, self._touched
+        return [i for i in self._builders if i in touched and i not in dirty]
+
     def saved_form(self, invocation_id: str) -> tuple[StartupRecord, str]:
-        """One startup's record and its resumable state (JSON)."""
+        """One startup's record and its resumable state (JSON).
+
+        A startup only batch lines changed since its last snapshot is that snapshot with its
+        rule_hits and decode summary brought up to date (the only fields batch lines change),
+        which is the snapshot it would make, for a fraction of the cost.
+        """
         b = self._builders[invocation_id]
-        return b.snapshot(), b.to_json()
+        if invocation_id in self._dirty or b.record is None:
+            record = b.snapshot()
+        else:
+            record = dataclasses.replace(
+                b.record, rule_hits=dict(b.rule_hits), decode=b.decode.summary()
+            )
+        return record, b.to_json()
+
+    def runtime_views(self) -> Mapping[str, RuntimeView]:
+        """invocation id -> latest batch-line values: each unit's current startup and the few
+        startups forgotten last; a copy the caller may publish as is."""
+        views = dict(self._ended_runtime)
+        for inv in self._current.values():
+            b = self._builders.get(inv)
+            if b is not None:
+                views[inv] = b.runtime_view()
+        return views
 
     def mark_clean(self) -> None:
-        """The records `dirty()` returned are stored: forget them and the finished startups."""
+        """The records `dirty()` and `touched()` returned are stored: forget them and the
+        finished startups."""
         self._dirty.clear()
+        self._touched.clear()
         self._last_service = None
         # Only the newest startup of each unit can still change; forget the others.
         keep = set(self._current.values())
         for inv in [i for i in self._builders if i not in keep]:
-            del self._builders[inv]
+            b = self._builders.pop(inv)
+            if b.runtime or b.deferred:
+                self._ended_runtime[inv] = b.runtime_view()
+        while len(self._ended_runtime) > _ENDED_RUNTIME_KEPT:
+            del self._ended_runtime[next(iter(self._ended_runtime))]
 
     @property
     def dirty_count(self) -> int:
-        return len(self._dirty)
+        return len(self._dirty | self._touched)
 
     @property
     def split_pending(self) -> bool:
@@ -296,6 +348,10 @@ class StartupTracker:
         inv = self._current.get(unit)
         return self._builders[inv].snapshot() if inv else None
 
+    def current_id(self, unit: str) -> str | None:
+        """The invocation id of the unit's newest startup, without building its record."""
+        return self._current.get(unit)
+
     def _observe(
         self, b: _Builder, rule_id: str, line: bytes | str, realtime_us: Callable[[], int]
     ) -> None:
@@ -305,75 +361,28 @@ class StartupTracker:
 
     # -- feeding ------------------------------------------------------------------------------
 
-    def feed(self, entry: JournalEntry) -> None:
-        self._last_service = None  # until this entry's builder is known
-        if entry.from_pid1 or (entry.message_id is not None and entry.invocation_id is None):
-            self._feed_manager_line(entry)
-        else:
-            self._feed_service_line(entry)
-
-    def feed_same_invocation(self, raw: bytes, realtime_us: Callable[[], int]) -> None:
-        """A service line of the same unit and invocation as the service entry fed just before.
-
-        What `feed` does with such an entry, minus what cannot change within an invocation
-        (builder lookup, the _CMDLINE flags); the time is read only when a rule matched.
-        """
-        b = self._last_service
-        if b is None:
-            raise ValueError("feed_same_invocation() needs a service entry fed before it")
-        if b.server_args_pending is not None:
-            message = clean_message(raw)
-            entry = JournalEntry(b.unit, message, realtime_us(), invocation_id=b.invocation_id)
-            self._feed_service_line(entry)
-            return
-        try:
-            matches = self.match_raw(raw)
-        except Exception as exc:
-            raise _StageFault("rules") from exc
-        if isinstance(matches, BatchMatch):
-            # A batch line: what _apply does with runtime facts, without the rank and the time,
-            # and parsed only if it is still the newest line of its kind when read.
-            rid = matches.rule.id
-            if rid in OBSERVED_RULES:
-                self._observe(b, rid, raw, realtime_us)
-            deferred = b.deferred
-            deferred.pop(matches, None)  # re-insert: the order is the order of the lines
-            deferred[matches] = raw
-            b.rule_hits[rid] = b.rule_hits.get(rid, 0) + 1
-            self.rule_hits[rid] = self.rule_hits.get(rid, 0) + 1
-            self._dirty.add(b.invocation_id)
-        elif matches:
-            ts = realtime_us() / 1e6
-            for m in matches:
-                self._apply(b, m, ts)
-                if m.rule_id in OBSERVED_RULES:
-                    self._observe(b, m.rule_id, raw, realtime_us)
-            self._dirty.add(b.invocation_id)
-
-    def feed_lines(
-        self, items: Iterable[JournalEntry | bytes], realtime_us: Callable[[], int]
-    ) -> int:
+    def feed(self, items: Iterable[SourceItem], realtime_us: Callable[[], int]) -> int:
         """Feed what `JournalSource.lines` yields, in order; returns how many items it yielded.
 
-        `feed` for entries and `feed_same_invocation` for raw lines, with that one's batch-line
-        case written out here: it is nearly every line of a busy unit, and keeping the builder's
-        dicts in locals between entries saves a call and a dozen attribute reads per line.
+        An item is a JournalEntry, or the raw MESSAGE of a service line of the same unit and
+        invocation as the service entry before it, whose time `realtime_us()` gives while the
+        source is suspended on it (see `SourceItem`). Raw lines are nearly every line of a busy
+        unit: a line the matcher already knows to match nothing, or to be a batch line, costs a
+        dict lookup here and no call; a batch line is kept unparsed (`_Builder.deferred`).
         """
         n = 0
-        match_raw = self.match_raw
-        # match_raw's memo, looked up here: a memoised batch line or non-matching line (nearly
-        # every line) then costs a dict lookup and no call.
-        owner = getattr(match_raw, "__self__", None)
-        memo = owner.line_memo() if isinstance(owner, RuleSet) else None
-        memo_get, mask = (memo[0].get, memo[1]) if memo is not None else (None, b"")
+        matcher = self.matcher
+        match_line = matcher.match_line
+        known = matcher.known()
+        known_get, mask = (known[0].get, known[1]) if known is not None else (None, b"")
         tracker_hits = self.rule_hits
-        dirty = self._dirty
-        # The builder raw lines belong to, while no server_args continuation is pending;
-        # refreshed after every item that is not a batch line (any of those may change it).
-        b: _Builder | None = None
-        deferred: dict[BatchMatch, bytes] = {}
-        hits: dict[str, int] = {}
-        inv = ""
+        touched = self._touched
+        # The builder raw lines belong to while no server_args continuation is pending, and its
+        # dicts; refreshed after every item that is not a batch line (any of those may change it).
+        b = self._raw_builder()
+        deferred: dict[BatchMatch, bytes] = b.deferred if b is not None else {}
+        hits: dict[str, int] = b.rule_hits if b is not None else {}
+        inv = b.invocation_id if b is not None else ""
         # The current run of batch lines of one BatchMatch (most come in runs): it is the newest
         # kind in `deferred` already, and its lines are added to the hit counts when it ends.
         run: BatchMatch | None = None
@@ -381,53 +390,51 @@ class StartupTracker:
         for item in items:
             n += 1
             try:
-                matches: Sequence[RuleMatch] = ()  # the exact-path matches of a raw line
-                if b is not None and isinstance(item, bytes):
-                    verdict = (
-                        memo_get(item.translate(mask), _MISS) if memo_get is not None else _MISS
-                    )
+                if b is not None and item.__class__ is bytes:
+                    raw: bytes = item
+                    verdict: Any = known_get(raw.translate(mask), _MISS) if known_get else _MISS
                     if verdict is None:
                         continue  # no rule matches a line of this shape
                     if verdict.__class__ is not BatchMatch:
                         try:
-                            verdict = match_raw(item)
+                            verdict = match_line(raw)
                         except Exception as exc:
                             raise _StageFault("rules") from exc
-                    if isinstance(verdict, BatchMatch):  # the feed_same_invocation batch-line case
+                    if verdict.__class__ is BatchMatch:
                         if verdict.rule.id in OBSERVED_RULES:
-                            self._observe(b, verdict.rule.id, item, realtime_us)
+                            self._observe(b, verdict.rule.id, raw, realtime_us)
                         if verdict is not run:
                             if run is not None:
                                 _add_hits(run.rule.id, run_lines, hits, tracker_hits)
                             run, run_lines = verdict, 0
                             deferred.pop(verdict, None)  # re-insert: the order is that of the lines
-                            dirty.add(inv)
-                        deferred[verdict] = item
+                            touched.add(inv)
+                        deferred[verdict] = raw
                         run_lines += 1
                         continue
                     if not verdict:
                         continue
-                    matches = verdict
+                    if run is not None:
+                        _add_hits(run.rule.id, run_lines, hits, tracker_hits)
+                        run = None
+                    ts = realtime_us() / 1e6
+                    for m in verdict:
+                        self._apply(b, m, ts)
+                        if m.rule_id in OBSERVED_RULES:
+                            self._observe(b, m.rule_id, raw, realtime_us)
+                    self._changed(inv, verdict)
+                    if b.server_args_pending is not None:
+                        b = None  # a split server_args line: its continuations go to _feed_raw
+                    continue
                 # Anything else goes the ordinary way, with the counts of the run in place first.
                 if run is not None:
                     _add_hits(run.rule.id, run_lines, hits, tracker_hits)
                     run = None
-                if matches and b is not None:
-                    ts = realtime_us() / 1e6
-                    for m in matches:
-                        self._apply(b, m, ts)
-                        if m.rule_id in OBSERVED_RULES and isinstance(item, bytes):
-                            self._observe(b, m.rule_id, item, realtime_us)
-                    dirty.add(inv)
-                elif isinstance(item, bytes):
-                    if self._last_service is None:
-                        continue  # a line of an entry whose handling failed: it went with it
-                    self.feed_same_invocation(item, realtime_us)
+                if isinstance(item, bytes):
+                    self._feed_raw(item, realtime_us)
                 else:
-                    self.feed(item)
-                b = self._last_service
-                if b is not None and b.server_args_pending is not None:
-                    b = None  # a continuation may follow: feed_same_invocation handles it
+                    self._feed_entry(item)
+                b = self._raw_builder()
                 if b is not None:
                     deferred, hits, inv = b.deferred, b.rule_hits, b.invocation_id
             except Exception as exc:  # one entry's fault never stops the pipeline
@@ -442,6 +449,30 @@ class StartupTracker:
         if run is not None:
             _add_hits(run.rule.id, run_lines, hits, tracker_hits)
         return n
+
+    def _raw_builder(self) -> _Builder | None:
+        """The builder the next raw line belongs to, when `feed` may handle it inline: none
+        while a split server_args line waits for its continuation."""
+        b = self._last_service
+        return b if b is not None and b.server_args_pending is None else None
+
+    def _feed_entry(self, entry: JournalEntry) -> None:
+        self._last_service = None  # until this entry's builder is known
+        if entry.from_pid1 or (entry.message_id is not None and entry.invocation_id is None):
+            self._feed_manager_line(entry)
+        else:
+            self._feed_service_line(entry)
+
+    def _feed_raw(self, raw: bytes, realtime_us: Callable[[], int]) -> None:
+        """A raw line `feed` does not handle inline: the continuation of a split server_args
+        line, or a line after an entry whose handling failed (it went with that entry)."""
+        b = self._last_service
+        if b is None:
+            return
+        entry = JournalEntry(
+            b.unit, clean_message(raw), realtime_us(), invocation_id=b.invocation_id
+        )
+        self._feed_service_line(entry)
 
     def _feed_manager_line(self, entry: JournalEntry) -> None:
         ts = entry.realtime_us / 1e6
@@ -494,7 +525,7 @@ class StartupTracker:
         b = self._service_builder(entry, ts)
         self._last_service = b
         if b.server_args_pending is not None:
-            if not _SGLANG_PREFIX.match(entry.message):
+            if not LINE_START_RE.match(entry.message):
                 # journald split an over-long server_args line; this entry is its continuation.
                 self._extend_server_args(b, entry.message)
                 self._dirty.add(b.invocation_id)
@@ -506,7 +537,7 @@ class StartupTracker:
             b.flags = launch_flags(redact_cmdline(entry.cmdline))
             self._dirty.add(b.invocation_id)
         try:
-            matches = self._match(entry.message)
+            matches = self.matcher.match(entry.message)
         except Exception as exc:
             raise _StageFault("rules") from exc
         if not matches:
@@ -515,7 +546,15 @@ class StartupTracker:
             self._apply(b, m, ts)
             if m.rule_id in OBSERVED_RULES:
                 self._observe(b, m.rule_id, entry.message, lambda: entry.realtime_us)
-        self._dirty.add(b.invocation_id)
+        self._changed(b.invocation_id, matches)
+
+    def _changed(self, inv: str, matches: Sequence[RuleMatch]) -> None:
+        """Mark a startup changed by these matches: touched when they set runtime facts only
+        (what a batch line does), else dirty."""
+        if all(m.rule_id not in PHASE_RULES and m.facts.keys() <= RUNTIME_FACTS for m in matches):
+            self._touched.add(inv)
+        else:
+            self._dirty.add(inv)
 
     def _service_builder(self, entry: JournalEntry, ts: float) -> _Builder:
         if entry.invocation_id:

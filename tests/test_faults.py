@@ -29,6 +29,7 @@ from sglang_sentinel.pipeline import (
     evaluate,
     load_rules_and_policy,
 )
+from sglang_sentinel.rules.matcher import MemoMatcher
 from sglang_sentinel.rules.ruleset import RuleSet
 from sglang_sentinel.state import StateStore
 
@@ -55,7 +56,7 @@ def journal_of(tmp_path: Path, scripts: list[StartupScript], name: str = "j") ->
 
 
 def open_pipeline(
-    journal: Path, state: Path, *, rules: Any = None, store: StateStore | None = None, **kw: Any
+    journal: Path, state: Path, *, matcher: Any = None, store: StateStore | None = None, **kw: Any
 ) -> Pipeline:
     config = Config(units=(UNIT,), journal=JournalConfig(directory=journal))
     real_rules, policy = load_rules_and_policy(config)
@@ -63,10 +64,11 @@ def open_pipeline(
     source.open()
     p = Pipeline(
         source,
-        rules if rules is not None else real_rules,
+        real_rules,
         policy,
         store or StateStore(state),
         source_key="test",
+        matcher=matcher,
         **kw,
     )
     p.resume(from_boot_start=False)
@@ -207,14 +209,14 @@ class Exploding:
     __repr__ = __str__
 
 
-class FaultyRules:
-    """The real rules, except that a line with POISON in it makes `match` raise (stage rules) or
-    return a match with an unusable value (the tracker or the state then fail on it)."""
+class FaultyMatcher:
+    """The real rules' matcher, except that a line with POISON in it makes `match` raise (stage
+    rules) or return a match with an unusable value (the tracker or the state then fail on it)."""
 
     def __init__(self, real: RuleSet, fault: str) -> None:
-        self.real = real
+        self.real = MemoMatcher(real)
         self.fault = fault
-        self.rules = real.rules
+        self.rules = real
 
     def match(self, message: str) -> list[RuleMatch]:
         if POISON in message:
@@ -226,10 +228,13 @@ class FaultyRules:
                 return [RuleMatch("model_arch", {"kv_cache_dtype": Exploding()})]  # type: ignore[dict-item]
         return self.real.match(message)
 
-    def match_raw(self, raw: bytes) -> Any:
+    def match_line(self, raw: bytes) -> Any:
         if POISON.encode() in raw:
             return self.match(raw.decode())
-        return self.real.match_raw(raw)
+        return self.real.match_line(raw)
+
+    def known(self) -> None:
+        return None  # every line through match_line, where the poison is
 
 
 def poisoned(tmp_path: Path) -> tuple[Path, list[StartupScript]]:
@@ -247,7 +252,7 @@ def test_an_entry_that_raises_is_logged_counted_and_skipped(
     journal, _ = poisoned(tmp_path)
     clean = one_shot(tmp_path, journal)
     real, _policy = load_rules_and_policy(Config(units=(UNIT,)))
-    p = open_pipeline(journal, tmp_path / "state", rules=FaultyRules(real, stage))
+    p = open_pipeline(journal, tmp_path / "state", matcher=FaultyMatcher(real, stage))
     drain(p)
     assert outcome(p.store) == clean
     assert p.stats.processing_errors == {stage: 2}
@@ -262,7 +267,7 @@ def test_a_startup_that_cannot_be_serialised_is_skipped_and_the_rest_is_stored(
     journal, _ = poisoned(tmp_path)
     clean = one_shot(tmp_path, journal)
     real, _policy = load_rules_and_policy(Config(units=(UNIT,)))
-    p = open_pipeline(journal, tmp_path / "state", rules=FaultyRules(real, "state"))
+    p = open_pipeline(journal, tmp_path / "state", matcher=FaultyMatcher(real, "state"))
     drain(p)
     stored = outcome(p.store)
     # The two poisoned startups cannot be written while their builder holds the bad value; the
@@ -443,17 +448,14 @@ def test_a_long_split_line_costs_linear_time(tmp_path: Path) -> None:
         f"[2026-03-09 21:31:11] server_args=ServerArgs(model_path='/m', x=[{long_list}], tp_size=8)"
     )
     parts = [line[i : i + 49152] for i in range(0, len(line), 49152)]
-    t = StartupTracker(real.match, real.match_raw)
+    t = StartupTracker(MemoMatcher(real))
     from sglang_sentinel.model import JournalEntry
 
     inv = "a" * 32
     start = time.perf_counter()
-    t.feed(JournalEntry(UNIT, parts[0], 1, invocation_id=inv))
-    for part in parts[1:]:
-        t.feed_same_invocation(part.encode(), lambda: 2)
-    t.feed_same_invocation(
-        b"[2026-03-09 21:32:10] The server is fired up and ready to roll!", lambda: 3
-    )
+    t.feed([JournalEntry(UNIT, parts[0], 1, invocation_id=inv)], lambda: 1)
+    t.feed([part.encode() for part in parts[1:]], lambda: 2)
+    t.feed([b"[2026-03-09 21:32:10] The server is fired up and ready to roll!"], lambda: 3)
     elapsed = time.perf_counter() - start
     rec = t.current(UNIT)
     assert rec is not None and rec.outcome == "ready"
