@@ -34,6 +34,7 @@ from .logs import configure_logging
 from .metrics import SentinelCollector, UnitView
 from .model import Comparison, Finding, Stats
 from .pipeline import CommitFailed, Pipeline, evaluate, load_rules_and_policy, source_key
+from .reload import plan_reload
 from .rules import RuleSet
 from .state import StateStore
 
@@ -190,6 +191,7 @@ class Daemon:
         *,
         loader: Callable[[], Config] | None = None,
         clock: Callable[[], float] = time.time,
+        sinks: SinkFactory = alert_pusher,
     ) -> Daemon:
         """The daemon `config` describes: its rules and policy, state store, journal source and
         pipeline, a registry of its own and the Alertmanager pusher."""
@@ -207,7 +209,7 @@ class Daemon:
             stats=Stats(),
             checkpoint_interval=config.checkpoint_interval_seconds,
         )
-        return cls(config, pipeline, loader=loader, clock=clock)
+        return cls(config, pipeline, sinks=sinks, loader=loader, clock=clock)
 
     @property
     def rules(self) -> RuleSet:
@@ -591,46 +593,33 @@ class Daemon:
         """SIGHUP: re-read config, rules and policy; keep the old set if the new one is invalid.
 
         Every setting that can change in a running process is applied; the ones bound at start
-        (what is read, where state lives, the listening socket) are named and kept until restart.
+        (what is read, where state lives, the listening socket, where reading starts) are named
+        and kept until restart. reload.ON_RELOAD has the decision for every key.
         """
         try:
-            config = self._loader() if self._loader else self.config
-            rules, policy = load_rules_and_policy(config)
+            loaded = self._loader() if self._loader else self.config
+            rules, policy = load_rules_and_policy(loaded)
         except (ConfigError, RuleError) as exc:
             self.stats.rule_load_errors += 1
             log.error("reload_rejected", problems=exc.problems)
             return
         old = self.config
-        needs_restart = [
-            key
-            for key, before, after in (
-                ("units", old.units, config.units),
-                ("containers", old.containers, config.containers),
-                ("journal", old.journal, config.journal),
-                ("state_dir", old.state_dir, config.state_dir),
-                ("listen", old.listen, config.listen),
-            )
-            if before != after
-        ]
-        self.config = dataclasses.replace(
-            config,
-            units=old.units,
-            containers=old.containers,
-            journal=old.journal,
-            state_dir=old.state_dir,
-            listen=old.listen,
-        )
+        plan = plan_reload(old, loaded)
+        config = self.config = plan.config
         self.pipeline.set_rules(rules)
         self.pipeline.policy = policy
         self.pipeline.checkpoint_interval = config.checkpoint_interval_seconds
-        self.publish()  # the policy may judge the same startups differently now
         configure_logging(config.log.format, config.log.level)
         if config.alertmanager != old.alertmanager:
             self._restart_pusher()
-            self._sync_findings()  # hand the new pusher the open findings now
-        if needs_restart:
-            log.warning("reload_partial", needs_restart=needs_restart)
-        log.info("reload_done", rules=len(rules.rules))
+        # The policy may judge the same startups differently now: the findings it raises or
+        # clears are logged and pushed at once (a new pusher gets the open ones), not at the
+        # next journal entry.
+        self.publish()
+        self._sync_findings()
+        if plan.needs_restart:
+            log.warning("reload_partial", needs_restart=list(plan.needs_restart))
+        log.info("reload_done", rules=len(rules.rules), applied=list(plan.applied))
 
     def _restart_pusher(self) -> None:
         """(Re)create the alert sink from the current alertmanager settings."""
