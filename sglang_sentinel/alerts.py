@@ -28,7 +28,7 @@ from typing import IO, Any, Final, Protocol
 import structlog
 
 from .compare import reached_tiers
-from .config_schema import AlertmanagerConfig, ListenAddress
+from .config.schema import AlertmanagerConfig, ListenAddress
 from .model import Comparison, Finding, Severity, Stats
 from .redact import scrub_text
 

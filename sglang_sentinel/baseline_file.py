@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from .codec import plain, record_from_doc
 from .errors import UsageError
-from .model import FactValue, StartupRecord
+from .model import StartupRecord
 from .redact import redact_value
 
 FORMAT: Final = "sglang-sentinel-baseline"
@@ -50,16 +51,6 @@ def tp_label(record: StartupRecord) -> str:
     return "" if tp is None else str(tp)
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
-
-
 def content(record: StartupRecord) -> dict[str, Any]:
     """The hashed part of a baseline: what the startup was, not where it came from."""
     # Redacted again on the way out: a record from an older version must not leak either.
@@ -68,9 +59,9 @@ def content(record: StartupRecord) -> dict[str, Any]:
         "tp_size": tp_label(record),
         "started_at": record.started_at,
         "ready_at": record.ready_at,
-        "facts": _plain(redact_value("facts", dict(record.facts))),
-        "launch_flags": _plain(redact_value("launch_flags", list(record.launch_flags))),
-        "server_args": _plain(redact_value("server_args", dict(record.server_args))),
+        "facts": plain(redact_value("facts", dict(record.facts))),
+        "launch_flags": plain(redact_value("launch_flags", list(record.launch_flags))),
+        "server_args": plain(redact_value("server_args", dict(record.server_args))),
     }
 
 
@@ -142,15 +133,17 @@ def read_document(path: Path) -> BaselineFile:
             "export it again"
         )
     gpu = doc.get("gpu")
-    record = StartupRecord(
-        unit=IMPORTED_PREFIX + sha[:16],
-        invocation_id=sha[:32],
-        started_at=float(body["started_at"]),
-        ready_at=float(body["ready_at"]),
-        outcome="ready",
-        facts={k: _fact(v) for k, v in body["facts"].items()},
-        launch_flags=tuple(body["launch_flags"]),
-        server_args=body["server_args"],
+    record = record_from_doc(
+        {
+            "unit": IMPORTED_PREFIX + sha[:16],
+            "invocation_id": sha[:32],
+            "started_at": float(body["started_at"]),
+            "ready_at": float(body["ready_at"]),
+            "outcome": "ready",
+            "facts": body["facts"],
+            "launch_flags": body["launch_flags"],
+            "server_args": body["server_args"],
+        }
     )
     return BaselineFile(
         sha256=sha,
@@ -159,14 +152,6 @@ def read_document(path: Path) -> BaselineFile:
         tp_size=str(body["tp_size"]),
         record=record,
     )
-
-
-def _fact(value: Any) -> FactValue:
-    if isinstance(value, list):
-        return tuple(str(v) for v in value)
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    return str(value)
 
 
 def _shape_problems(body: Any) -> list[str]:

@@ -24,15 +24,15 @@ import yaml
 from . import __version__
 from .baseline_file import BaselineFileError, export_document, mismatches, read_document
 from .compare import Policy, common_evidence
-from .config import load_config
-from .config_schema import Config, config_to_dict
+from .config.load import load_config
+from .config.schema import Config, config_to_dict
 from .errors import ConfigError, JournalError, NoDataError, RuleError, SentinelError, UsageError
 from .journal import JournalSource
 from .logs import configure_logging, print_error
 from .model import SEVERITY_ORDER, Comparison, StartupRecord
 from .pipeline import Pipeline, evaluate, load_rules_and_policy, source_key
 from .report import render_diff, render_report, render_startups, scan_json, startup_json
-from .rule_files import check_rules, default_rules_dir
+from .rules.files import check_rules, default_rules_dir
 from .state import DB_NAME, StateStore, broken_database
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_PENDING = 0, 1, 2, 3, 4

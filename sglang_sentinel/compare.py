@@ -17,8 +17,9 @@ import yaml
 from .errors import ConfigError
 from .fact_ranges import describe
 from .model import Comparison, FactValue, Finding, Severity, StartupRecord
+from .rules.files import default_policy_path
 from .runtime_checks import RUNTIME_CHECKS, RUNTIME_KEYS, decode_result, runtime_findings
-from .serverargs_diff import diff_server_args, switch_flags, switched_off_by
+from .serverargs.diff import diff_server_args, switch_flags, switched_off_by
 from .text import duration
 
 CHECKS = (
@@ -55,12 +56,6 @@ ESCALATION_TIERS: tuple[Severity, ...] = ("warning", "critical")
 # startup_stalled defaults (rules/policy.yaml sets them too): 3x the baseline, at least 15 min.
 STALL_BASELINE_MULTIPLE = 3.0
 STALL_MIN_SECONDS = 900.0
-
-
-def default_policy_path() -> Path:
-    from .rule_files import default_rules_dir
-
-    return default_rules_dir() / "policy.yaml"
 
 
 @dataclass(frozen=True, slots=True)

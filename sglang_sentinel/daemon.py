@@ -25,7 +25,8 @@ from systemd import daemon as sd
 from . import __version__
 from .alerts import AlertPusher, default_instance
 from .compare import Policy, stall_after
-from .config_schema import Config
+from .config.reload import plan_reload
+from .config.schema import Config
 from .errors import ConfigError, JournalError, RuleError, SentinelError, StateError
 from .html import collect_status, render_page
 from .httpserver import BoundedWSGIServer, make_metrics_server
@@ -34,7 +35,6 @@ from .logs import configure_logging
 from .metrics import SentinelCollector, UnitView
 from .model import Comparison, Finding, Stats
 from .pipeline import CommitFailed, Pipeline, evaluate, load_rules_and_policy, source_key
-from .reload import plan_reload
 from .rules import RuleSet
 from .state import StateStore
 
@@ -594,7 +594,7 @@ class Daemon:
 
         Every setting that can change in a running process is applied; the ones bound at start
         (what is read, where state lives, the listening socket, where reading starts) are named
-        and kept until restart. reload.ON_RELOAD has the decision for every key.
+        and kept until restart. config.reload.ON_RELOAD has the decision for every key.
         """
         try:
             loaded = self._loader() if self._loader else self.config

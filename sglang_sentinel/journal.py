@@ -279,26 +279,11 @@ class JournalSource:
 
     # -- reading ------------------------------------------------------------------------------
 
-    def entries(self, limit: int | None = None) -> Iterator[JournalEntry]:
-        """Yield the entries available now, oldest first; stops at the end of the journal."""
-        current: JournalEntry | None = None
-        for item in self.lines(limit):
-            if isinstance(item, JournalEntry):
-                current = item
-                yield item
-            else:
-                assert current is not None  # lines() sends bytes only after a service entry
-                yield JournalEntry(
-                    unit=current.unit,
-                    message=clean_message(item),
-                    realtime_us=self.realtime_us(),
-                    invocation_id=current.invocation_id,
-                )
-
     def lines(self, limit: int | None = None) -> Iterator[JournalEntry | bytes]:
-        """Like `entries()`, but a service line of the same invocation as the service line just
-        before it comes as its raw MESSAGE bytes: unit and invocation are the previous entry's,
-        its time is `realtime_us()` while the generator is suspended on it.
+        """The entries available now, oldest first, until the end of the journal; but a service
+        line of the same invocation as the service line just before it comes as its raw MESSAGE
+        bytes: unit and invocation are the previous entry's, its time is `realtime_us()` while
+        the generator is suspended on it.
 
         That is nearly every line of a busy unit, and a JournalEntry plus the read of
         _SYSTEMD_UNIT cost as much again as reading MESSAGE; most lines match nothing and need
@@ -621,12 +606,6 @@ class JournalSource:
             return str(self.reader._get_cursor())
         except OSError:
             return None
-
-    # -- waiting ------------------------------------------------------------------------------
-
-    def wait(self, timeout: float) -> int:
-        """Block until the journal changes or `timeout` seconds pass (NOP/APPEND/INVALIDATE)."""
-        return int(self.reader.wait(timeout))
 
     def fileno(self) -> int:
         """The fd that becomes readable when the journal changes (inotify), for poll()."""

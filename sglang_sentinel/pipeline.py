@@ -13,12 +13,12 @@ from collections.abc import Callable, Iterable, Iterator
 import structlog
 
 from .compare import Policy, compare, load_policy
-from .config_schema import Config
+from .config.schema import Config
 from .errors import StateError
 from .journal import JournalSource
 from .model import Comparison, JournalEntry, RuleMatch, StartupRecord, Stats
-from .rule_files import default_rules_dir, load_rules
-from .rules import RuleSet
+from .rules.files import default_rules_dir, load_rules
+from .rules.ruleset import RuleSet
 from .runtime_checks import decode_settings
 from .startups import StartupTracker
 from .state import StateStore

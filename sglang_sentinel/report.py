@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from .codec import plain
 from .decode import describe, phase_durations
 from .model import SEVERITY_ORDER, STARTUP_FACTS, Comparison, StartupRecord
 from .text import duration
@@ -41,17 +41,6 @@ def local_time(ts: float) -> str:
 # -- JSON ---------------------------------------------------------------------------------------
 
 
-def _plain(value: Any) -> Any:
-    """Tuples to lists, and floats JSON cannot carry (nan, inf) to their Python spelling."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return repr(value)
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
 def startup_json(comparison: Comparison) -> dict[str, Any]:
     """One element of the public `scan --json` contract (see README)."""
     r = comparison.record
@@ -68,9 +57,9 @@ def startup_json(comparison: Comparison) -> dict[str, Any]:
         "ready_at": iso(r.ready_at),
         "outcome": r.outcome,
         "failure_reason": r.failure_reason,
-        "facts": {name: _plain(r.facts.get(name)) for name in STARTUP_FACTS},
+        "facts": {name: plain(r.facts.get(name), finite=True) for name in STARTUP_FACTS},
         "launch_flags": list(r.launch_flags),
-        "server_args": _plain(dict(r.server_args)),
+        "server_args": plain(r.server_args, finite=True),
         "notes": list(r.notes),
         "baseline": baseline,
         "runtime": runtime_json(comparison),
@@ -78,8 +67,8 @@ def startup_json(comparison: Comparison) -> dict[str, Any]:
             {
                 "check": f.check,
                 "severity": f.severity,
-                "baseline": _plain(f.baseline),
-                "current": _plain(f.current),
+                "baseline": plain(f.baseline, finite=True),
+                "current": plain(f.current, finite=True),
                 "message": f.message,
                 "evidence": list(f.evidence),
             }

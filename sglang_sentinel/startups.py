@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .codec import facts_from_doc, plain
 from .decode import DECODE_RULE, OBSERVED_RULES, PHASE_RULES, DecodeState
 from .fact_ranges import sane_facts
 from .model import (
@@ -32,9 +33,9 @@ from .model import (
     StartupRecord,
 )
 from .redact import launch_flags, redact_cmdline, scrub_text
-from .rules import BatchMatch, RuleSet
-from .serverargs import BalanceScanner, parse_server_args
-from .serverargs_diff import normalized_settings
+from .rules.ruleset import BatchMatch, RuleSet
+from .serverargs.diff import normalized_settings
+from .serverargs.parse import BalanceScanner, parse_server_args
 from .text import clean_message
 
 Matcher = Callable[[str], list[RuleMatch]]
@@ -130,14 +131,14 @@ class _Builder:
             "ended_at": self.ended_at,
             "failure_reason": self.failure_reason,
             "exit_status": self.exit_status,
-            "facts": {k: list(v) if isinstance(v, tuple) else v for k, v in self.facts.items()},
+            "facts": plain(self.facts),
             "primary": sorted(self.primary),
             "rule_hits": self.rule_hits,
-            "server_args": self.server_args,
+            "server_args": plain(self.server_args),
             # Never persisted: the raw text is unredacted until it parses.
             "server_args_pending": None,
             "flags": list(self.flags),
-            "runtime": self.runtime,
+            "runtime": plain(self.runtime),
             "has_server_args_line": self.has_server_args_line,
             "decode": self.decode.to_dict(),
             "start_mono": self.start_mono,
@@ -157,13 +158,13 @@ class _Builder:
             ended_at=d["ended_at"],
             failure_reason=d["failure_reason"],
             exit_status=d["exit_status"],
-            facts={k: tuple(v) if isinstance(v, list) else v for k, v in d["facts"].items()},
+            facts=facts_from_doc(d["facts"]),
             primary=set(d["primary"]),
             rule_hits=dict(d["rule_hits"]),
             server_args=d["server_args"],
             server_args_pending=d["server_args_pending"],
             flags=tuple(d["flags"]),
-            runtime=dict(d["runtime"]),
+            runtime=facts_from_doc(d["runtime"]),
             has_server_args_line=d["has_server_args_line"],
             decode=DecodeState.from_dict(d.get("decode")),
             start_mono=_mono_of(d.get("start_mono")),

@@ -18,13 +18,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from .codec import record_from_json, record_to_json
 from .errors import StateError, UsageError
 from .model import Comparison, Finding, StartupRecord
 
 # 1: the first schema. 2: startups.seq (journal order, so a wrong wall clock cannot reorder
 # startups) and the startups_total counters (they never go down when an outcome changes).
 SCHEMA_VERSION = 2
-DEFAULT_STATE_DIR = Path("/var/lib/sglang-sentinel")
 DB_NAME = "sentinel.sqlite3"
 
 _SCHEMA = """
@@ -58,15 +58,6 @@ CREATE TABLE IF NOT EXISTS cursors (
 );
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
-
-
-def resolve_state_dir(arg: str | Path | None, environ: Mapping[str, str] = os.environ) -> Path:
-    """--state-dir, else $SENTINEL_STATE_DIR, else /var/lib/sglang-sentinel."""
-    if arg:
-        return Path(arg)
-    if environ.get("SENTINEL_STATE_DIR"):
-        return Path(environ["SENTINEL_STATE_DIR"])
-    return DEFAULT_STATE_DIR
 
 
 class _Savepoint:
@@ -521,58 +512,7 @@ def broken_database(path: Path, exc: BaseException) -> str:
     )
 
 
-# -- JSON (de)serialisation of records ------------------------------------------------------------
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
-def record_to_dict(record: StartupRecord) -> dict[str, Any]:
-    return {
-        "unit": record.unit,
-        "invocation_id": record.invocation_id,
-        "started_at": record.started_at,
-        "ready_at": record.ready_at,
-        "ended_at": record.ended_at,
-        "outcome": record.outcome,
-        "failure_reason": record.failure_reason,
-        "facts": _plain(dict(record.facts)),
-        "launch_flags": list(record.launch_flags),
-        "server_args": _plain(dict(record.server_args)),
-        "rule_hits": dict(record.rule_hits),
-        "runtime": dict(record.runtime),
-        "decode": _plain(dict(record.decode)),
-        "notes": list(record.notes),
-    }
-
-
-def record_to_json(record: StartupRecord) -> str:
-    return json.dumps(record_to_dict(record), sort_keys=True)
-
-
-def record_from_json(text: str) -> StartupRecord:
-    d = json.loads(text)
-    return StartupRecord(
-        unit=d["unit"],
-        invocation_id=d["invocation_id"],
-        started_at=d["started_at"],
-        ready_at=d["ready_at"],
-        outcome=d["outcome"],
-        facts={k: tuple(v) if isinstance(v, list) else v for k, v in d["facts"].items()},
-        launch_flags=tuple(d["launch_flags"]),
-        server_args=d["server_args"],
-        failure_reason=d["failure_reason"],
-        ended_at=d["ended_at"],
-        rule_hits=d.get("rule_hits", {}),
-        runtime=d.get("runtime", {}),
-        decode=d.get("decode", {}),
-        notes=tuple(d.get("notes", ())),
-    )
+# -- findings as stored in the comparisons table --------------------------------------------------
 
 
 def finding_from_dict(d: Mapping[str, Any]) -> Finding:

@@ -31,7 +31,7 @@ import yaml
 from sentinelproc import free_port
 
 from sglang_sentinel.alerts import AlertPusher
-from sglang_sentinel.config_schema import AlertmanagerConfig
+from sglang_sentinel.config.schema import AlertmanagerConfig
 from sglang_sentinel.model import Comparison, Finding, StartupRecord, Stats
 
 pytestmark = pytest.mark.slow

@@ -22,7 +22,7 @@ from structlog.testing import capture_logs
 
 from sglang_sentinel.alerts import ALERT_NAMES, AlertPusher, rfc3339, urllib_post
 from sglang_sentinel.compare import CHECKS
-from sglang_sentinel.config_schema import AlertmanagerConfig
+from sglang_sentinel.config.schema import AlertmanagerConfig
 from sglang_sentinel.model import Comparison, Finding, StartupRecord, Stats
 
 REPO = Path(__file__).resolve().parent.parent

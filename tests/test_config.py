@@ -12,9 +12,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sglang_sentinel import config as config_module
-from sglang_sentinel.config import load_config
-from sglang_sentinel.config_schema import (
+from sglang_sentinel.config import load as config_module
+from sglang_sentinel.config.load import load_config
+from sglang_sentinel.config.schema import (
     AlertmanagerConfig,
     Config,
     JournalConfig,

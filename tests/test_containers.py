@@ -11,7 +11,7 @@ from dockerjournal import COPIER_BUF, Container, DockerHost
 from journaltools import ExportValue, StartupScript, build_journal, write_export
 
 from sglang_sentinel.cli import main
-from sglang_sentinel.config_schema import Config
+from sglang_sentinel.config.schema import Config
 from sglang_sentinel.containers import PartialLines, start_id
 from sglang_sentinel.journal import JournalSource
 from sglang_sentinel.pipeline import Pipeline, load_rules_and_policy

@@ -18,7 +18,8 @@ import pytest
 from journaltools import StartupScript, build_journal
 from prometheus_client import generate_latest
 
-from sglang_sentinel.config_schema import (
+from sglang_sentinel.config.reload import ON_RELOAD, changed_keys, plan_reload
+from sglang_sentinel.config.schema import (
     KEYS,
     AlertmanagerConfig,
     Config,
@@ -29,8 +30,7 @@ from sglang_sentinel.config_schema import (
 from sglang_sentinel.daemon import Daemon
 from sglang_sentinel.logs import configure_logging
 from sglang_sentinel.model import Comparison, Stats
-from sglang_sentinel.reload import ON_RELOAD, changed_keys, plan_reload
-from sglang_sentinel.rule_files import default_rules_dir
+from sglang_sentinel.rules import default_policy_path
 
 REPO = Path(__file__).resolve().parent.parent
 UNIT = "sglang-qwen.service"
@@ -163,7 +163,7 @@ def _changes(tmp_path: Path) -> dict[str, Any]:
     rules.mkdir(exist_ok=True)
     (rules / "70-extra.yaml").write_text(EXTRA_RULE)
     policy = tmp_path / "policy.yaml"
-    shutil.copy(default_rules_dir() / "policy.yaml", policy)
+    shutil.copy(default_policy_path(), policy)
     return {
         "units": (UNIT, "sglang-other.service"),
         "containers": ("sglang-box",),

@@ -20,7 +20,7 @@ import structlog
 from journaltools import StartupScript, build_journal, ready_startup, write_export
 
 from sglang_sentinel.compare import Policy
-from sglang_sentinel.config_schema import Config, JournalConfig
+from sglang_sentinel.config.schema import Config, JournalConfig
 from sglang_sentinel.journal import JournalSource
 from sglang_sentinel.model import Comparison, RuleMatch, StartupRecord
 from sglang_sentinel.pipeline import (
@@ -29,7 +29,7 @@ from sglang_sentinel.pipeline import (
     evaluate,
     load_rules_and_policy,
 )
-from sglang_sentinel.rules import RuleSet
+from sglang_sentinel.rules.ruleset import RuleSet
 from sglang_sentinel.state import StateStore
 
 UNIT = "sglang-faults.service"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from journaltools import StartupScript, build_journal, write_export
 
-from sglang_sentinel.config_schema import Config, JournalConfig
+from sglang_sentinel.config.schema import Config, JournalConfig
 from sglang_sentinel.errors import JournalError
 from sglang_sentinel.journal import JournalSource, current_boot_id
 from sglang_sentinel.model import JournalEntry

@@ -28,7 +28,7 @@ def test_a_journal_file_truncated_mid_read_is_reported_not_a_sigbus(tmp_path: Pa
         f"""
         import os, json
         import structlog
-        from sglang_sentinel.config import Config, JournalConfig
+        from sglang_sentinel.config.load import Config, JournalConfig
         from sglang_sentinel.journal import JournalSource
         from sglang_sentinel.pipeline import Pipeline, load_rules_and_policy
         from sglang_sentinel.state import StateStore

@@ -9,10 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sglang_sentinel.model import JournalEntry, RuleMatch
-from sglang_sentinel.rule_files import default_rules_dir, load_rules
-from sglang_sentinel.rule_regex import RuleRegex
-from sglang_sentinel.rule_shapes import digit_blind, split_prefix
-from sglang_sentinel.rules import BatchMatch, FactSpec, Rule, RuleSet
+from sglang_sentinel.rules.files import default_rules_dir, load_rules
+from sglang_sentinel.rules.regex import RuleRegex
+from sglang_sentinel.rules.ruleset import BatchMatch, FactSpec, Rule, RuleSet
+from sglang_sentinel.rules.shapes import digit_blind, split_prefix
 from sglang_sentinel.startups import StartupTracker
 from sglang_sentinel.text import clean_message
 
@@ -80,8 +80,7 @@ def test_lines_of_one_shape_are_each_judged_on_their_own() -> None:
 
 
 def test_batch_lines_are_deferred_only_when_conversion_cannot_fail() -> None:
-    rule = PACK.get("decode_batch")
-    assert rule is not None
+    [rule] = [r for r in PACK.rules if r.id == "decode_batch"]
     line = (
         b"[2026-03-09 21:41:22 TP0] Decode batch, #running-req: 3, #token: 13520, token usage: "
         b"0.03, cuda graph: True, gen throughput (token/s): 156.84, #queue-req: 0"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from sglang_sentinel.errors import RuleError
-from sglang_sentinel.rule_files import check_rules, default_rules_dir, load_rules
-from sglang_sentinel.rule_regex import RegexError, RuleRegex
+from sglang_sentinel.rules.files import check_rules, default_rules_dir, load_rules
+from sglang_sentinel.rules.regex import RegexError, RuleRegex
 
 RULE = """\
 version: 1

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.resources
 import re
+import subprocess
+import sys
+import zipfile
 from collections import Counter
 from pathlib import Path
 
@@ -11,9 +15,9 @@ from journaltools import read_fixture_log, seed_fixture_dir
 
 from sglang_sentinel.errors import RuleError
 from sglang_sentinel.model import CONTROL_FACTS, RUNTIME_FACTS, STARTUP_FACTS, Rank, RuleMatch
-from sglang_sentinel.rule_files import check_rules, default_rules_dir, load_rules
-from sglang_sentinel.rule_shapes import split_prefix
-from sglang_sentinel.rules import RuleSet, convert
+from sglang_sentinel.rules.files import check_rules, default_rules_dir, load_rules
+from sglang_sentinel.rules.ruleset import RuleSet, convert
+from sglang_sentinel.rules.shapes import split_prefix
 
 MOE_UP = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json"
 MOE_DOWN = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition_down.json"
@@ -45,8 +49,37 @@ def test_shipped_pack_has_no_problems() -> None:
     assert check_rules([default_rules_dir()]) == []
 
 
-def test_default_rules_dir_is_the_checkout_rules_dir() -> None:
-    assert default_rules_dir() == Path(__file__).resolve().parents[1] / "rules"
+def test_default_rules_dir_is_the_package_pack_and_the_checkout_rules_link() -> None:
+    pack = Path(str(importlib.resources.files("sglang_sentinel.rules") / "pack"))
+    assert default_rules_dir() == pack
+    assert (Path(__file__).resolve().parents[1] / "rules").resolve() == pack.resolve()
+    assert sorted(p.name for p in pack.glob("*.yaml"))[-1] == "policy.yaml"
+
+
+@pytest.mark.slow
+def test_the_wheel_carries_the_rule_pack(tmp_path: Path) -> None:
+    """The pack is package data: a wheel has every rule file, where importlib.resources looks."""
+    repo = Path(__file__).resolve().parents[1]
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "-w",
+            str(tmp_path),
+            str(repo),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    (wheel,) = tmp_path.glob("sglang_sentinel-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    expected = {f"sglang_sentinel/rules/pack/{p.name}" for p in (repo / "rules").glob("*.yaml")}
+    assert len(expected) >= 6 and expected <= names
 
 
 def test_every_rule_has_a_positive_sample_and_a_description(pack: RuleSet) -> None:
@@ -586,8 +619,8 @@ rules:
 def test_rule_set_is_immutable(pack: RuleSet) -> None:
     with pytest.raises(AttributeError):
         pack.rules = ()  # type: ignore[misc]
-    assert pack.get("capacity_summary") is not None
-    assert pack.get("nope") is None
+    assert "capacity_summary" in pack.ids
+    assert "nope" not in pack.ids
 
 
 def _names(value: object) -> tuple[str, ...]:

@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 
 from sglang_sentinel.redact import REDACTED
-from sglang_sentinel.serverargs import ServerArgsResult, is_complete, parse_server_args
-from sglang_sentinel.serverargs_diff import (
+from sglang_sentinel.serverargs.diff import (
     RENAMES,
     FieldChange,
     canonical_field,
     diff_server_args,
     normalized_settings,
 )
+from sglang_sentinel.serverargs.parse import ServerArgsResult, is_complete, parse_server_args
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "seed-flag-change"
 SECRET = "sk-EXAMPLE-not-a-real-key"

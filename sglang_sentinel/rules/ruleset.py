@@ -22,8 +22,8 @@ from typing import Any, Final, Literal
 
 from sglang_sentinel.errors import RuleError
 from sglang_sentinel.model import RUNTIME_FACTS, FactValue, Rank, RuleMatch
-from sglang_sentinel.rule_regex import Found, RuleRegex
-from sglang_sentinel.rule_shapes import (
+from sglang_sentinel.rules.regex import Found, RuleRegex
+from sglang_sentinel.rules.shapes import (
     BRACKET_RE,
     DECORATION_RE,
     DECORATION_WORDS,
@@ -322,10 +322,6 @@ class RuleSet:
         digit_free = not any(c in _ASCII_DIGITS for text in literals for c in text)
         object.__setattr__(self, "_line_memo", {} if digit_free else None)
         object.__setattr__(self, "_batches", {})
-
-    def get(self, rule_id: str) -> Rule | None:
-        """The rule with this id, or None."""
-        return self._by_id.get(rule_id)
 
     @property
     def ids(self) -> tuple[str, ...]:

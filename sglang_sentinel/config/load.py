@@ -20,8 +20,8 @@ from typing import Any, Final, TypeVar, cast
 
 import yaml
 
-from .compare import policy_problems
-from .config_schema import (
+from sglang_sentinel.compare import policy_problems
+from sglang_sentinel.config.schema import (
     LABEL_NAME,
     LOG_FORMATS,
     LOG_LEVELS,
@@ -45,7 +45,7 @@ from .config_schema import (
     listen_address,
     unit_name,
 )
-from .errors import ConfigError
+from sglang_sentinel.errors import ConfigError
 
 # load_config reads it at call time, so a test may point it elsewhere.
 DEFAULT_CONFIG_PATH: Final = Path("/etc/sglang-sentinel/config.yaml")

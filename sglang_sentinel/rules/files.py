@@ -8,8 +8,8 @@ validated up front, samples included, and every problem is reported at once as
 
 from __future__ import annotations
 
+import importlib.resources
 import re
-import sys
 from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, cast
@@ -18,9 +18,8 @@ import yaml
 
 from sglang_sentinel.errors import RuleError
 from sglang_sentinel.model import KNOWN_FACTS, FactValue
-from sglang_sentinel.rule_regex import RegexError, RuleRegex
-from sglang_sentinel.rule_shapes import split_prefix
-from sglang_sentinel.rules import (
+from sglang_sentinel.rules.regex import RegexError, RuleRegex
+from sglang_sentinel.rules.ruleset import (
     FACT_TYPES,
     SCOPES,
     FactSpec,
@@ -30,9 +29,10 @@ from sglang_sentinel.rules import (
     Sample,
     Scope,
 )
+from sglang_sentinel.rules.shapes import split_prefix
 
 # The lead's policy file lives beside the rule files but is not a rule file.
-POLICY_FILE: Final = "policy.yaml"
+POLICY_FILE: Final = "policy.yaml"  # in a rule directory: the policy, not a rule file
 
 _RULE_KEYS: Final = frozenset(
     {"id", "description", "contains", "regex", "scope", "facts", "samples", "also_matches"}
@@ -45,11 +45,17 @@ _SAMPLE_SHOWN = 90  # characters of a sample line quoted in a problem message
 
 
 def default_rules_dir() -> Path:
-    """The bundled rule pack: `rules/` of a checkout or editable install, else the installed copy."""
-    checkout = Path(__file__).resolve().parent.parent / "rules"
-    if checkout.is_dir():
-        return checkout
-    return Path(sys.prefix) / "share" / "sglang-sentinel" / "rules"
+    """The bundled rule pack: the package data `sglang_sentinel/rules/pack/` (the checkout's
+    top-level `rules/` links to it), found through importlib.resources, never by a guess."""
+    pack = importlib.resources.files(__package__) / "pack"
+    if not isinstance(pack, Path):  # a zip import: the pack has no directory to read
+        raise RuleError([f"{pack}:-: the bundled rule pack is not on a file system"])
+    return pack
+
+
+def default_policy_path() -> Path:
+    """The bundled policy: `policy.yaml` of the rule pack."""
+    return default_rules_dir() / POLICY_FILE
 
 
 def load_rules(dirs: Sequence[Path]) -> RuleSet:

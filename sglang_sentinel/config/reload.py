@@ -1,7 +1,7 @@
 """What SIGHUP does with each configuration key: applied to the running daemon, or kept until a
 restart.
 
-Every key of config_schema.KEYS has a decision here (a test fails on a key without one, and
+Every key of schema.KEYS has a decision here (a test fails on a key without one, and
 docs/config.md lists the table). A key needs a restart when the running process is bound to it:
 the journal it has open, the units its matches select, the database it writes, the socket it
 listens on, or a setting read once when reading starts.
@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
-from .config_schema import KEYS, Config, config_to_dict
+from .schema import KEYS, Config, config_to_dict
 
 OnReload = Literal["applied", "restart"]
 

@@ -1,0 +1,11 @@
+"""Configuration: a YAML file, the environment and command-line overrides -> a validated Config.
+
+schema.py  Config     the keys, their types, defaults and checks (one table)
+load.py    load_config  reading, merging and validating; every problem named at once
+reload.py  plan_reload  SIGHUP: per key, applied to the running daemon or kept until a restart
+"""
+
+from .load import load_config
+from .schema import Config
+
+__all__ = ["Config", "load_config"]
