@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import structlog
 from prometheus_client import CollectorRegistry, make_wsgi_app
@@ -121,6 +121,9 @@ def alert_pusher(config: Config, stats: Stats) -> AlertPusher | None:
     )
 
 
+_D = TypeVar("_D", bound="Daemon")
+
+
 class Daemon:
     """One running sentinel: pipeline + metrics endpoint + systemd notifications.
 
@@ -186,13 +189,13 @@ class Daemon:
 
     @classmethod
     def from_config(
-        cls,
+        cls: type[_D],
         config: Config,
         *,
         loader: Callable[[], Config] | None = None,
         clock: Callable[[], float] = time.time,
         sinks: SinkFactory = alert_pusher,
-    ) -> Daemon:
+    ) -> _D:
         """The daemon `config` describes: its rules and policy, state store, journal source and
         pipeline, a registry of its own and the Alertmanager pusher."""
         rules, policy = load_rules_and_policy(config)
