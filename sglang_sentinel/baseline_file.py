@@ -23,6 +23,7 @@ from .codec import plain, record_from_doc
 from .errors import UsageError
 from .model import StartupRecord
 from .redact import redact_value
+from .yamlfile import DuplicateKeyError, load_json
 
 FORMAT: Final = "sglang-sentinel-baseline"
 VERSION: Final = 1
@@ -106,10 +107,10 @@ class BaselineFile:
 def read_document(path: Path) -> BaselineFile:
     """Read and verify a baseline file; BaselineFileError says what is wrong with it."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = load_json(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise BaselineFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, DuplicateKeyError) as exc:
         raise BaselineFileError(f"{path}: not a baseline file (invalid JSON: {exc})") from exc
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise BaselineFileError(

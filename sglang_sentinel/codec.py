@@ -71,7 +71,6 @@ def record_to_doc(record: StartupRecord) -> dict[str, Any]:
         "launch_flags": list(record.launch_flags),
         "server_args": plain(record.server_args),
         "rule_hits": plain(record.rule_hits),
-        "runtime": plain(record.runtime),
         "decode": plain(record.decode),
         "notes": list(record.notes),
     }
@@ -91,7 +90,6 @@ def record_from_doc(doc: Mapping[str, Any]) -> StartupRecord:
         failure_reason=doc.get("failure_reason"),
         ended_at=doc.get("ended_at"),
         rule_hits=doc.get("rule_hits", {}),
-        runtime=facts_from_doc(doc.get("runtime", {})),
         decode=doc.get("decode", {}),
         notes=tuple(doc.get("notes", ())),
     )

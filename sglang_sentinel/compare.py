@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from .errors import ConfigError
 from .fact_ranges import describe
 from .model import Comparison, FactValue, Finding, Severity, StartupRecord
@@ -21,6 +19,7 @@ from .rules.files import default_policy_path
 from .runtime_checks import RUNTIME_CHECKS, RUNTIME_KEYS, decode_result, runtime_findings
 from .serverargs.diff import diff_server_args, switch_flags, switched_off_by
 from .text import duration
+from .yamlfile import YamlError, load_yaml
 
 CHECKS = (
     "max_running_requests_drop",
@@ -91,10 +90,6 @@ def reached_tiers(check: str, severity: Severity) -> tuple[Severity, ...]:
     return (severity,)
 
 
-# libyaml's parser when PyYAML has it (the pure-Python one is slow to start with).
-_SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def load_policy(path: Path | None = None, overrides: Mapping[str, Any] | None = None) -> Policy:
     """Load the shipped policy (or `path`), apply `overrides`, validate; ConfigError on problems.
 
@@ -103,14 +98,13 @@ def load_policy(path: Path | None = None, overrides: Mapping[str, Any] | None = 
     """
     path = path or default_policy_path()
     try:
-        text = path.read_bytes().decode("utf-8")
-        data = yaml.load(text, Loader=_SAFE_LOADER)
+        data = load_yaml(path.read_bytes().decode("utf-8"))
     except OSError as exc:
         raise ConfigError([f"{path}: cannot read policy: {exc.strerror}"]) from exc
     except UnicodeDecodeError as exc:
         raise ConfigError([f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8"]) from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError([f"{path}: invalid YAML: {exc}"]) from exc
+    except YamlError as exc:
+        raise ConfigError([f"{path}: {problem}" for problem in exc.problems]) from exc
     problems = [f"{path}: {where}: {message}" for where, message in policy_problems(data)]
     extra = overrides or {}
     problems += [f"config: {where}: {message}" for where, message in policy_problems(extra)]

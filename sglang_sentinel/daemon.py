@@ -191,6 +191,9 @@ class Daemon:
                     starting = evaluate(self.store, latest, self.policy, now=self._clock())
             except Exception as exc:  # one unit's fault never empties /metrics
                 self._view_failed(unit, exc)
+            runtime = (
+                self.pipeline.runtime.get(comparison.record.invocation_id) if comparison else None
+            )
             views.append(
                 UnitView(
                     unit=unit,
@@ -198,6 +201,7 @@ class Daemon:
                     in_progress=starting is not None,
                     outcome_counts=self.store.outcome_counts(unit),
                     starting=starting,
+                    runtime=runtime.facts if runtime is not None else {},
                 )
             )
         self._snapshot = _Snapshot(tuple(views), frozenset(self.store.baselines()))
@@ -355,9 +359,10 @@ class Daemon:
                 log.error("journal_read_failed", error=str(exc))
                 return
             self.stats.journal_up = True
-            if not self._commit():
+            caught_up = n == 0 or (n < BATCH and not self.pipeline.cut_short)
+            if not self._commit(caught_up=caught_up):
                 return
-            if n == 0 or (n < BATCH and not self.pipeline.cut_short):
+            if caught_up:
                 self.stats.processing_lag_seconds = 0.0
                 return
             if self.stats.last_entry_realtime is not None:
@@ -366,10 +371,10 @@ class Daemon:
                 )
             self._ping_watchdog()
 
-    def _commit(self) -> bool:
+    def _commit(self, *, caught_up: bool = False) -> bool:
         """Commit what was read; on failure schedule a retry and say False."""
         try:
-            comparisons = self.pipeline.commit()
+            comparisons = self.pipeline.commit(caught_up=caught_up)
         except CommitFailed as exc:
             self._failed_commits += 1
             if self._failed_commits == 1:
@@ -410,7 +415,7 @@ class Daemon:
                 max_running_requests=r.facts.get("max_running_requests"),
                 findings=[f.check for f in c.findings],
             )
-        if comparisons:
+        if comparisons or self.pipeline.last_saved:
             self.publish()
             self._sync_findings()
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -103,6 +103,9 @@ class UnitView:
     # The startup under way, judged with the current time (its only possible finding is
     # startup_stalled); None when no startup is under way.
     starting: Comparison | None = None
+    # The latest batch-line values of `comparison`'s startup (model.RuntimeView): in memory
+    # only, so empty after a restart until the next batch line.
+    runtime: Mapping[str, FactValue] = field(default_factory=dict)
 
 
 def fact_value(value: FactValue, scale: float = 1.0) -> float | None:
@@ -253,7 +256,7 @@ class SentinelCollector(Collector):
                     if bv is not None:
                         base[m.fact].add_metric([unit], bv)
             for fact, _, _ in RUNTIME_METRICS:
-                rv = fact_value(r.runtime.get(fact))
+                rv = fact_value(view.runtime.get(fact))
                 if rv is not None:
                     runtime[fact].add_metric([unit], rv)
             firing = {f.check: f for f in c.findings}

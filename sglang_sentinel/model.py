@@ -163,7 +163,6 @@ class StartupRecord:
     failure_reason: str | None = None
     ended_at: float | None = None
     rule_hits: Mapping[str, int] = field(default_factory=dict)  # rule id -> lines matched
-    runtime: Mapping[str, FactValue] = field(default_factory=dict)  # latest batch-line values
     # Clean decode samples, line counts and phase marks (decode.DecodeState.summary()).
     decode: Mapping[str, Any] = field(default_factory=dict)
     # Why facts are null although a line reported them (fact_ranges.py: not finite, out of range).
@@ -183,6 +182,20 @@ class StartupRecord:
         if self.outcome != "ready" or isinstance(value, bool):
             return None
         return float(value) if isinstance(value, int | float) else None
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeView:
+    """The latest batch-line values of one startup (`scope: runtime` facts), held in memory.
+
+    Never persisted: they describe the server now, not the startup, and change on every batch
+    line. Published with the daemon's snapshot after each commit; empty after a restart until
+    the next batch line. An impossible value (fact_ranges.py) is None here, without a note.
+    """
+
+    unit: str
+    invocation_id: str
+    facts: Mapping[str, FactValue] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

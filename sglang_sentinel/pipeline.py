@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator
+import types
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 import structlog
 
@@ -16,7 +17,7 @@ from .compare import Policy, compare, load_policy
 from .config.schema import Config
 from .errors import StateError
 from .journal import JournalSource
-from .model import Comparison, JournalEntry, RuleMatch, StartupRecord, Stats
+from .model import Comparison, JournalEntry, RuleMatch, RuntimeView, StartupRecord, Stats
 from .rules.files import default_rules_dir, load_rules
 from .rules.ruleset import RuleSet
 from .runtime_checks import decode_settings
@@ -106,6 +107,11 @@ class Pipeline:
         # replaying those entries after a crash changes nothing, so delaying them is safe.
         self.checkpoint_interval = checkpoint_interval
         self._last_checkpoint = 0.0
+        # invocation id -> latest batch-line values as of the last successful commit (never
+        # persisted; read-only, replaced whole by each commit).
+        self.runtime: Mapping[str, RuntimeView] = types.MappingProxyType({})
+        # Startups the last successful commit stored (changed records plus batch-line-only ones).
+        self.last_saved = 0
 
     def _match(self, message: str) -> list[RuleMatch]:
         return self.rules.match(message)
@@ -186,8 +192,17 @@ class Pipeline:
         """A split server_args line keeps the state (and cursor) before its first entry."""
         return self._hold_since is not None
 
-    def commit(self, *, force: bool = False, final: bool = False) -> list[Comparison]:
+    def commit(
+        self, *, force: bool = False, final: bool = False, caught_up: bool = False
+    ) -> list[Comparison]:
         """Persist changed startups, their comparisons and the cursor in one transaction.
+
+        A startup only batch lines changed (runtime values, decode samples, rule_hits) waits
+        like a cursor move: at most every `checkpoint_interval`, or at once when `caught_up`
+        (the reader is at the end of the journal, so the published values are current). It is
+        stored with the cursor, so its decode samples count exactly once across a restart,
+        but neither re-derived nor compared again: its startup facts did not change. Returned
+        are the comparisons of the startups whose facts changed.
 
         While a server_args line split by journald waits for its continuation, nothing is
         committed: the unparsed text is never stored (it may hold secrets), so the cursor stays
@@ -196,6 +211,7 @@ class Pipeline:
         and keeps every record pending, so the next commit stores them with the cursor.
         """
         now = self._clock()
+        self.last_saved = 0
         # Docker's 16 KiB pieces of a container line wait in the source the same way.
         if self.tracker.split_pending or self.source.partial_pending:
             if self._hold_since is None:
@@ -205,10 +221,16 @@ class Pipeline:
             self.tracker.end_splits()
         self._hold_since = None
         dirty = self.tracker.dirty()
-        if not dirty and not force and now - self._last_checkpoint < self.checkpoint_interval:
+        touched = self.tracker.touched()
+        if (
+            not dirty
+            and not force
+            and not (touched and caught_up)
+            and now - self._last_checkpoint < self.checkpoint_interval
+        ):
             return []
         cursor = self.source.cursor() if self._uncommitted else None
-        if not dirty and cursor is None:
+        if not dirty and not touched and cursor is None:
             return []
         comparisons: list[Comparison] = []
         recorded = 0
@@ -220,6 +242,8 @@ class Pipeline:
                         comparison, new = saved
                         comparisons.append(comparison)
                         recorded += new
+                for inv in touched:
+                    self._save_touched(inv)
                 if dirty:
                     # Only each unit's newest startup can still change; older ones need no
                     # resume state.
@@ -230,6 +254,9 @@ class Pipeline:
             self.stats.commit_failures += 1
             raise CommitFailed(f"cannot write {self.store.path}: {exc}") from exc
         self._last_checkpoint = now
+        self.last_saved = len(dirty) + len(touched)
+        if self.last_saved:
+            self.runtime = types.MappingProxyType(dict(self.tracker.runtime_views()))
         self.tracker.mark_clean()
         self.stats.startups_recorded += recorded
         self._uncommitted = 0
@@ -264,6 +291,20 @@ class Pipeline:
                 return None
         return comparison, int(new)
 
+    def _save_touched(self, inv: str) -> None:
+        """Store a startup only batch lines changed (inside the commit's transaction)."""
+        with self.store.savepoint() as ok:
+            stage = "tracker"
+            try:
+                record, builder = self.tracker.saved_form(inv)
+                stage = "state"
+                self.store.save_startup(record, builder)
+            except (sqlite3.OperationalError, OSError):
+                raise
+            except Exception as exc:
+                ok.rollback()
+                self._failed(stage, exc, invocation=inv[:8], once=(stage, inv))
+
     def _entry_failed(self, stage: str, exc: Exception) -> None:
         self._failed(stage, exc, cursor=self.source.cursor())
 
@@ -290,9 +331,9 @@ class Pipeline:
     def _open_ids(self) -> list[str]:
         ids = []
         for unit in self.source.units:
-            rec = self.tracker.current(unit)
-            if rec is not None:
-                ids.append(rec.invocation_id)
+            inv = self.tracker.current_id(unit)
+            if inv is not None:
+                ids.append(inv)
         return ids
 
 

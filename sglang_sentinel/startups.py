@@ -8,10 +8,11 @@ of the same journal produces the same ids.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,7 @@ from .model import (
     JournalEntry,
     Outcome,
     RuleMatch,
+    RuntimeView,
     StartupRecord,
 )
 from .redact import launch_flags, redact_cmdline, scrub_text
@@ -62,6 +64,8 @@ _SGLANG_PREFIX = re.compile(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")
 _TRACEBACK_HEAD = "Traceback (most recent call last):"
 # A split server_args line never needs more than a few continuation entries (48K each).
 _MAX_SERVER_ARGS_CHARS = 1 << 20
+# Forgotten startups whose runtime values stay available (see StartupTracker.runtime_views).
+_ENDED_RUNTIME_KEPT = 16
 # Wall and monotonic clocks may disagree this much (seconds) before it counts as a clock step.
 CLOCK_STEP_TOLERANCE_S = 2.0
 
@@ -89,6 +93,8 @@ class _Builder:
     pending_scan: BalanceScanner = field(default_factory=BalanceScanner)
     pending_parsed_at: int = 0
     flags: tuple[str, ...] = ()
+    # The latest batch-line values (`scope: runtime` facts): in memory only, never persisted
+    # (see RuntimeView); a restart starts them empty.
     runtime: dict[str, FactValue] = field(default_factory=dict)
     has_server_args_line: bool = False
     # The journal's monotonic time (µs, boot id hex) of the start and of ready: a duration
@@ -104,6 +110,10 @@ class _Builder:
     deferred: dict[BatchMatch, bytes] = field(default_factory=dict)
     # Decode intervals at like load and startup phase marks (decode.py).
     decode: DecodeState = field(default_factory=DecodeState)
+    # The last full snapshot(): a change that only batch lines made (rule_hits, decode) is
+    # stored as this with those two fields replaced (`StartupTracker.saved_form`), without
+    # re-deriving the facts from ~300 server_args fields.
+    record: StartupRecord | None = None
 
     def settle(self) -> None:
         """Apply the deferred batch lines to `runtime`, in the order they came."""
@@ -138,7 +148,6 @@ class _Builder:
             # Never persisted: the raw text is unredacted until it parses.
             "server_args_pending": None,
             "flags": list(self.flags),
-            "runtime": plain(self.runtime),
             "has_server_args_line": self.has_server_args_line,
             "decode": self.decode.to_dict(),
             "start_mono": self.start_mono,
@@ -164,7 +173,6 @@ class _Builder:
             server_args=d["server_args"],
             server_args_pending=d["server_args_pending"],
             flags=tuple(d["flags"]),
-            runtime=facts_from_doc(d["runtime"]),
             has_server_args_line=d["has_server_args_line"],
             decode=DecodeState.from_dict(d.get("decode")),
             start_mono=_mono_of(d.get("start_mono")),
@@ -204,8 +212,7 @@ class _Builder:
                     "no monotonic time to measure with; startup_seconds recorded as null"
                 )
         facts, notes = sane_facts(facts)
-        runtime, runtime_notes = sane_facts(self.runtime)
-        return StartupRecord(
+        record = StartupRecord(
             unit=self.unit,
             invocation_id=self.invocation_id,
             started_at=self.started_at,
@@ -217,10 +224,17 @@ class _Builder:
             failure_reason=self.failure_reason,
             ended_at=self.ended_at,
             rule_hits=dict(self.rule_hits),
-            runtime=runtime,
-            notes=tuple(notes + runtime_notes + clock_notes),
+            notes=tuple(notes + clock_notes),
             decode=self.decode.summary(),
         )
+        self.record = record
+        return record
+
+    def runtime_view(self) -> RuntimeView:
+        """The latest batch-line values, an impossible one as None (fact_ranges.py)."""
+        self.settle()
+        facts, _ = sane_facts(self.runtime)
+        return RuntimeView(self.unit, self.invocation_id, facts)
 
 
 class StartupTracker:
@@ -243,6 +257,12 @@ class StartupTracker:
         self._builders: dict[str, _Builder] = {}  # invocation id -> builder
         self._current: dict[str, str] = {}  # unit -> invocation id of its newest startup
         self._dirty: set[str] = set()
+        # Changed by batch lines only (runtime facts, rule_hits, decode samples): stored with
+        # the cursor like a cursor move, without re-deriving the record or comparing it.
+        self._touched: set[str] = set()
+        # The runtime values of startups forgotten by mark_clean(), newest last, so the
+        # exporter still shows a unit's latest decided startup's while a new one starts.
+        self._ended_runtime: dict[str, RuntimeView] = {}
         self.rule_hits: dict[str, int] = {}
         # The builder of the service line fed last, for `feed_same_invocation`.
         self._last_service: _Builder | None = None
@@ -260,7 +280,8 @@ class StartupTracker:
 
     def take_dirty(self) -> list[tuple[StartupRecord, str]]:
         """Records changed since the last call, with their resumable state; oldest first."""
-        out = [self.saved_form(i) for i in self.dirty()]
+        changed = self._dirty | self._touched
+        out = [self.saved_form(i) for i in self._builders if i in changed]
         self.mark_clean()
         return out
 
@@ -272,23 +293,57 @@ class StartupTracker:
         dirty = self._dirty
         return [i for i in self._builders if i in dirty]
 
+    def touched(self) -> list[str]:
+        """Invocations only batch lines changed since the last `mark_clean()` (not in `dirty()`),
+        oldest first: their decode samples and rule_hits must be stored with the cursor, but
+        their startup facts, and so their comparison, are as last stored."""
+        dirty, touched = self._dirty, self._touched
+        return [i for i in self._builders if i in touched and i not in dirty]
+
     def saved_form(self, invocation_id: str) -> tuple[StartupRecord, str]:
-        """One startup's record and its resumable state (JSON)."""
+        """One startup's record and its resumable state (JSON).
+
+        A startup only batch lines changed since its last snapshot is that snapshot with its
+        rule_hits and decode summary brought up to date (the only fields batch lines change),
+        which is the snapshot it would make, for a fraction of the cost.
+        """
         b = self._builders[invocation_id]
-        return b.snapshot(), b.to_json()
+        if invocation_id in self._dirty or b.record is None:
+            record = b.snapshot()
+        else:
+            record = dataclasses.replace(
+                b.record, rule_hits=dict(b.rule_hits), decode=b.decode.summary()
+            )
+        return record, b.to_json()
+
+    def runtime_views(self) -> Mapping[str, RuntimeView]:
+        """invocation id -> latest batch-line values: each unit's current startup and the few
+        startups forgotten last; a copy the caller may publish as is."""
+        views = dict(self._ended_runtime)
+        for inv in self._current.values():
+            b = self._builders.get(inv)
+            if b is not None:
+                views[inv] = b.runtime_view()
+        return views
 
     def mark_clean(self) -> None:
-        """The records `dirty()` returned are stored: forget them and the finished startups."""
+        """The records `dirty()` and `touched()` returned are stored: forget them and the
+        finished startups."""
         self._dirty.clear()
+        self._touched.clear()
         self._last_service = None
         # Only the newest startup of each unit can still change; forget the others.
         keep = set(self._current.values())
         for inv in [i for i in self._builders if i not in keep]:
-            del self._builders[inv]
+            b = self._builders.pop(inv)
+            if b.runtime or b.deferred:
+                self._ended_runtime[inv] = b.runtime_view()
+        while len(self._ended_runtime) > _ENDED_RUNTIME_KEPT:
+            del self._ended_runtime[next(iter(self._ended_runtime))]
 
     @property
     def dirty_count(self) -> int:
-        return len(self._dirty)
+        return len(self._dirty | self._touched)
 
     @property
     def split_pending(self) -> bool:
@@ -306,6 +361,10 @@ class StartupTracker:
     def current(self, unit: str) -> StartupRecord | None:
         inv = self._current.get(unit)
         return self._builders[inv].snapshot() if inv else None
+
+    def current_id(self, unit: str) -> str | None:
+        """The invocation id of the unit's newest startup, without building its record."""
+        return self._current.get(unit)
 
     def _observe(
         self, b: _Builder, rule_id: str, line: bytes | str, realtime_us: Callable[[], int]
@@ -352,14 +411,14 @@ class StartupTracker:
             deferred[matches] = raw
             b.rule_hits[rid] = b.rule_hits.get(rid, 0) + 1
             self.rule_hits[rid] = self.rule_hits.get(rid, 0) + 1
-            self._dirty.add(b.invocation_id)
+            self._touched.add(b.invocation_id)
         elif matches:
             ts = realtime_us() / 1e6
             for m in matches:
                 self._apply(b, m, ts)
                 if m.rule_id in OBSERVED_RULES:
                     self._observe(b, m.rule_id, raw, realtime_us)
-            self._dirty.add(b.invocation_id)
+            self._changed(b.invocation_id, matches)
 
     def feed_lines(
         self, items: Iterable[JournalEntry | bytes], realtime_us: Callable[[], int]
@@ -378,7 +437,7 @@ class StartupTracker:
         memo = owner.line_memo() if isinstance(owner, RuleSet) else None
         memo_get, mask = (memo[0].get, memo[1]) if memo is not None else (None, b"")
         tracker_hits = self.rule_hits
-        dirty = self._dirty
+        touched = self._touched
         # The builder raw lines belong to, while no server_args continuation is pending;
         # refreshed after every item that is not a batch line (any of those may change it).
         b: _Builder | None = None
@@ -412,7 +471,7 @@ class StartupTracker:
                                 _add_hits(run.rule.id, run_lines, hits, tracker_hits)
                             run, run_lines = verdict, 0
                             deferred.pop(verdict, None)  # re-insert: the order is that of the lines
-                            dirty.add(inv)
+                            touched.add(inv)
                         deferred[verdict] = item
                         run_lines += 1
                         continue
@@ -429,7 +488,7 @@ class StartupTracker:
                         self._apply(b, m, ts)
                         if m.rule_id in OBSERVED_RULES and isinstance(item, bytes):
                             self._observe(b, m.rule_id, item, realtime_us)
-                    dirty.add(inv)
+                    self._changed(inv, matches)
                 elif isinstance(item, bytes):
                     if self._last_service is None:
                         continue  # a line of an entry whose handling failed: it went with it
@@ -526,7 +585,15 @@ class StartupTracker:
             self._apply(b, m, ts)
             if m.rule_id in OBSERVED_RULES:
                 self._observe(b, m.rule_id, entry.message, lambda: entry.realtime_us)
-        self._dirty.add(b.invocation_id)
+        self._changed(b.invocation_id, matches)
+
+    def _changed(self, inv: str, matches: Sequence[RuleMatch]) -> None:
+        """Mark a startup changed by these matches: touched when they set runtime facts only
+        (what a batch line does), else dirty."""
+        if all(m.rule_id not in PHASE_RULES and m.facts.keys() <= RUNTIME_FACTS for m in matches):
+            self._touched.add(inv)
+        else:
+            self._dirty.add(inv)
 
     def _service_builder(self, entry: JournalEntry, ts: float) -> _Builder:
         if entry.invocation_id:

@@ -56,7 +56,6 @@ _records = st.builds(
     failure_reason=st.none() | _text,
     ended_at=st.none() | st.floats(0, 2e9),
     rule_hits=st.dictionaries(_text, st.integers(0, 10**6), max_size=4),
-    runtime=_facts,
     decode=_decode,
     notes=st.lists(_text, max_size=3).map(tuple),
 )

@@ -366,8 +366,16 @@ def test_interleaved_containers_and_a_unit_keep_their_own_lines(
     }
     store = StateStore(tmp_path / "s", readonly=True)
     records = {r.unit: r for r in store.startups(["docker:sgl-test-a", "docker:sgl-test-b"])}
-    assert records["docker:sgl-test-a"].runtime["gen_throughput"] == 103.25
-    assert records["docker:sgl-test-b"].runtime["gen_throughput"] == 203.25
+    # The latest batch-line values live in memory (published after each commit), not in state.
+    targets = ("docker:sgl-test-a", "docker:sgl-test-b")
+    rules, policy = load_rules_and_policy(Config(units=targets))
+    source = JournalSource(list(targets), directory=jdir)
+    source.open()
+    p = Pipeline(source, rules, policy, StateStore(tmp_path / "s2"), source_key="test")
+    drain(p)
+    source.close()
+    latest = {v.unit: v.facts["gen_throughput"] for v in p.runtime.values()}
+    assert latest == {"docker:sgl-test-a": 103.25, "docker:sgl-test-b": 203.25}
     for r in records.values():
         assert r.rule_hits["decode_batch"] == 8
         assert r.rule_hits["capacity_summary"] == 3

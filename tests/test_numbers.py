@@ -134,7 +134,7 @@ def test_scan_does_not_crash_when_a_server_args_float_becomes_infinite(
     assert "inf" in text and "nan" in text
 
 
-def _record(facts: dict[str, Any], runtime: dict[str, Any] | None = None) -> StartupRecord:
+def _record(facts: dict[str, Any]) -> StartupRecord:
     full: dict[str, Any] = dict.fromkeys(STARTUP_FACTS)
     full.update(facts)
     return StartupRecord(
@@ -144,7 +144,6 @@ def _record(facts: dict[str, Any], runtime: dict[str, Any] | None = None) -> Sta
         ready_at=1.7e9 + 60,
         outcome="ready",
         facts=full,
-        runtime=runtime or {},
     )
 
 
@@ -158,13 +157,13 @@ def test_metrics_page_survives_values_stored_before_sanitizing() -> None:
             "available_gpu_mem_gb": math.inf,
             "context_len": 4096,
         },
-        runtime={"gen_throughput": math.inf, "running_requests": 3},
     )
+    runtime = {"gen_throughput": math.inf, "running_requests": 3}
     comparison = Comparison(record, None, None, ())
     registry = CollectorRegistry(auto_describe=False)
     registry.register(
         SentinelCollector(
-            views=lambda: [UnitView(UNIT, comparison, False, {"ready": 1})],
+            views=lambda: [UnitView(UNIT, comparison, False, {"ready": 1}, runtime=runtime)],
             stats=Stats(),
             rule_hits=dict,
             policy=load_policy,

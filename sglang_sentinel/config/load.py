@@ -18,8 +18,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, TypeVar, cast
 
-import yaml
-
 from sglang_sentinel.compare import policy_problems
 from sglang_sentinel.config.schema import (
     LABEL_NAME,
@@ -46,6 +44,7 @@ from sglang_sentinel.config.schema import (
     unit_name,
 )
 from sglang_sentinel.errors import ConfigError
+from sglang_sentinel.yamlfile import YamlError, load_yaml
 
 # load_config reads it at call time, so a test may point it elsewhere.
 DEFAULT_CONFIG_PATH: Final = Path("/etc/sglang-sentinel/config.yaml")
@@ -297,55 +296,6 @@ class _Checker:
         )
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that records duplicate keys, which plain YAML silently resolves to the last."""
-
-    duplicates: list[str]
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, int] = {}
-        if not isinstance(node, yaml.MappingNode):  # `!!set 0`: let the base class refuse it
-            return super().construct_mapping(node, deep=deep)
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
-            if isinstance(key, str) and key in seen:
-                self.duplicates.append(
-                    f"line {line}: duplicate key {key!r} (first on line "
-                    f"{seen[key]}; the later value would silently win)"
-                )
-            elif isinstance(key, str):
-                seen[key] = line
-        return super().construct_mapping(node, deep=deep)
-
-    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
-        try:
-            return super().construct_object(node, deep=deep)
-        except (ValueError, TypeError, AttributeError, ArithmeticError, LookupError) as exc:
-            if not isinstance(node, yaml.ScalarNode):
-                raise
-            # SafeConstructor converts explicitly tagged scalars unchecked: `!!int abc` and
-            # `!!timestamp 2001-13-45` raise plain Python errors. Give them the node's place.
-            tag = node.tag.rpartition(":")[2]
-            why = f" ({exc})" if isinstance(exc, ValueError) else ""
-            raise yaml.constructor.ConstructorError(
-                None, None, f"{node.value[:60]!r} is not a valid !!{tag}{why}", node.start_mark
-            ) from exc
-
-
-def _yaml_problem(exc: yaml.YAMLError, text: str) -> str:
-    if isinstance(exc, yaml.reader.ReaderError):
-        line = text.count("\n", 0, exc.position) + 1
-        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
-        return (
-            f"line {line}, column {column}: invalid YAML: character #x{exc.character:04x} "
-            f"is not allowed"
-        )
-    mark = getattr(exc, "problem_mark", None)
-    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-    return f"{where}invalid YAML: {getattr(exc, 'problem', None) or exc}"
-
-
 def _read_file(path: Path, *, must_exist: bool, problems: list[str]) -> dict[Any, Any]:
     try:
         text = path.read_bytes().decode("utf-8")
@@ -359,22 +309,12 @@ def _read_file(path: Path, *, must_exist: bool, problems: list[str]) -> dict[Any
     except OSError as exc:
         problems.append(f"cannot read config file {path}: {exc.strerror or exc}")
         return {}
-    duplicates: list[str] = []
     try:
-        # The constructor already reads the text and rejects control characters.
-        loader = _UniqueKeyLoader(text)
-        loader.duplicates = duplicates
-        try:
-            data = loader.get_single_data()
-        finally:
-            loader.dispose()
-    except yaml.YAMLError as exc:
-        problems.append(f"{path}: {_yaml_problem(exc, text)}")
-        return {}
-    except RecursionError:  # PyYAML's composer recurses once per nesting level
-        problems.append(f"{path}: invalid YAML: nested too deeply")
-        return {}
-    problems.extend(f"{path}: {dup}" for dup in duplicates)
+        data = load_yaml(text)
+    except YamlError as exc:
+        problems.extend(f"{path}: {problem}" for problem in exc.problems)
+        # Only duplicate keys: the rest is still checked, every problem named at once.
+        data = exc.document
     if data is None:  # an empty file, or only comments
         return {}
     if not isinstance(data, dict):

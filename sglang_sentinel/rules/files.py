@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import importlib.resources
 import re
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, cast
-
-import yaml
 
 from sglang_sentinel.errors import RuleError
 from sglang_sentinel.model import KNOWN_FACTS, FactValue
@@ -30,6 +28,7 @@ from sglang_sentinel.rules.ruleset import (
     Scope,
 )
 from sglang_sentinel.rules.shapes import split_prefix
+from sglang_sentinel.yamlfile import YamlError, load_yaml
 
 # The lead's policy file lives beside the rule files but is not a rule file.
 POLICY_FILE: Final = "policy.yaml"  # in a rule directory: the policy, not a rule file
@@ -88,33 +87,6 @@ def _rule_files(directory: Path) -> list[Path]:
 # --- loading -------------------------------------------------------------------------------
 
 
-# libyaml's parser when PyYAML has it: the pure-Python one is most of a short scan's rule load.
-_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class _StrictLoader(_SafeLoader):  # type: ignore[valid-type,misc]
-    """A safe loader that rejects duplicate mapping keys, which PyYAML would silently collapse."""
-
-
-def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Hashable] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if isinstance(key, Hashable):
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping",
-                    node.start_mark,
-                    f"found duplicate key {key!r}",
-                    key_node.start_mark,
-                )
-            seen.add(key)
-    return loader.construct_mapping(node, deep=True)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
 def _load(dirs: Sequence[Path]) -> tuple[list[Rule], list[str]]:
     problems: list[str] = []
     merged: dict[str, Rule] = {}  # a later file's rule replaces an earlier one with the same id
@@ -138,14 +110,14 @@ def _load_file(path: Path, problems: list[str]) -> list[Rule]:
         problems.append(f"{where}:-: cannot read rule file: {exc}")
         return []
     try:
-        document = yaml.load(text, Loader=_StrictLoader)  # a (C)SafeLoader subclass
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problems.append(f"{where}:-: invalid YAML{at}: {exc.problem}")
-        return []
-    except (yaml.YAMLError, RecursionError) as exc:
-        problems.append(f"{where}:-: invalid YAML: {exc}")
+        document = load_yaml(text)
+    except YamlError as exc:
+        problems.extend(
+            f"{where}:-: invalid YAML at {p.where}: {p.problem}"
+            if p.where
+            else f"{where}:-: invalid YAML: {p.problem}"
+            for p in exc.problems
+        )
         return []
     if not isinstance(document, dict):
         problems.append(f"{where}:-: top level must be a mapping with `version: 1` and `rules:`")
