@@ -255,7 +255,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
     config = _load(args)
     rules, policy = load_rules_and_policy(config)
     source = _source(config)
-    source.open()
+    source.open(follow=False)  # one pass: no inotify watch
     store = StateStore(config.state_dir)
     pipeline = Pipeline(source, rules, policy, store, source_key=source_key(config))
     if since is not None:

@@ -136,7 +136,7 @@ class Daemon:
         self._watchdog_s = _watchdog_interval()
         self._last_ping = 0.0
         # invocation -> (outcome, checks) last logged, for the most recent startups only.
-        self._announced: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self._announced: dict[str, tuple[str, tuple[str, ...] | None]] = {}
         self.pusher: AlertPusher | None = None
         # unit -> open check id -> invocation (8 hex), for finding_raised / finding_cleared
         self._open_findings: dict[str, dict[str, str]] = {}
@@ -402,7 +402,9 @@ class Daemon:
             # Runtime lines (batch stats) re-save a ready startup every few seconds; announce it
             # and its findings only when the outcome or the set of findings changed.
             announced = (r.outcome, tuple(f.check for f in c.findings))
-            if self._announced.get(r.invocation_id) == announced:
+            before = self._announced.get(r.invocation_id)
+            if before == announced or before == (r.outcome, None):
+                self._announced[r.invocation_id] = announced
                 continue
             self._announced[r.invocation_id] = announced
             if len(self._announced) > ANNOUNCED_KEPT:
@@ -426,11 +428,11 @@ class Daemon:
         for r in self.store.startups(self.config.units)[-ANNOUNCED_KEPT:]:
             if r.outcome == "starting":
                 continue
-            row = self.store.comparison_row(r.invocation_id)
-            self._announced[r.invocation_id] = (
-                r.outcome,
-                tuple(f.check for f in row[2]) if row else (),
-            )
+            # Logged by an earlier run with findings not known here (comparisons are not
+            # stored, and comparing hundreds of startups would delay the start): a later save
+            # with the same outcome is not announced again; finding_raised / finding_cleared
+            # still say what changed in the unit's open findings.
+            self._announced[r.invocation_id] = (r.outcome, None)
         for view in self.views():  # as _sync_findings computes a unit's open set
             now: dict[str, str] = {}
             for c in (view.comparison, view.starting):

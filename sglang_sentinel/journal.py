@@ -26,7 +26,7 @@ from systemd import journal
 from . import sigbus
 from .containers import PartialLines, add_container_matches, split_targets, start_id, target_of
 from .errors import JournalError
-from .model import JournalEntry
+from .model import JournalEntry, SourceItem
 from .text import clean_message
 
 # sd_journal_wait() results, re-exported so callers need not import systemd.
@@ -40,6 +40,21 @@ _MAX_BAD_IN_A_ROW = 10_000
 
 log = structlog.get_logger("sglang_sentinel")
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
+
+
+def _watch(reader: Any) -> None:
+    """Ask for the reader's fd now: libsystemd sets up its inotify watches lazily on the first
+    get_fd(), and files created before that would go unnoticed (see systemd#40788)."""
+    try:
+        reader.fileno()
+    except OSError as exc:
+        if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOSPC):
+            raise JournalError(
+                f"cannot watch the journal for new entries: {exc.strerror or exc} (inotify "
+                "instances or watches used up: raise fs.inotify.max_user_instances / "
+                "max_user_watches, or stop what holds them)"
+            ) from exc
+        raise JournalError(f"cannot watch the journal for new entries: {exc}") from exc
 
 
 def current_boot_id(path: Path = BOOT_ID_FILE) -> str:
@@ -106,8 +121,13 @@ class JournalSource:
 
     # -- opening and positioning ---------------------------------------------------------------
 
-    def open(self) -> None:
-        """Open the journal and install the unit matches; raises JournalError with the reason."""
+    def open(self, *, follow: bool = True) -> None:
+        """Open the journal and install the unit matches; raises JournalError with the reason.
+
+        `follow`: the readers will wait for and see what is written after this (the daemon),
+        which takes an inotify instance each (a per-user limit, fs.inotify.max_user_instances,
+        128 by default); a one-shot read (scan, check, report) takes none.
+        """
         if not sigbus.install():
             log.warning("sigbus_handler_unavailable", effect="a truncated journal file kills")
         readers = [self._open_one() for _ in range(3)]
@@ -123,9 +143,8 @@ class JournalSource:
         for reader in readers:
             # Long server_args lines must arrive whole; 0 lifts libsystemd's 64 KiB truncation.
             reader.data_threshold = 0
-            # Ask for the fd now: libsystemd sets up its inotify watches lazily on the first
-            # get_fd(), and files created before that would go unnoticed (see systemd#40788).
-            reader.fileno()
+            if follow:
+                _watch(reader)
         self._reader, self._side, self._probe = readers
         if not split_targets(self.units)[0]:
             self._side.close()  # no unit: no PID 1 or coredump lines about one
@@ -274,7 +293,7 @@ class JournalSource:
 
     # -- reading ------------------------------------------------------------------------------
 
-    def lines(self, limit: int | None = None) -> Iterator[JournalEntry | bytes]:
+    def lines(self, limit: int | None = None) -> Iterator[SourceItem]:
         """The entries available now, oldest first, until the end of the journal; but a service
         line of the same invocation as the service line just before it comes as its raw MESSAGE
         bytes: unit and invocation are the previous entry's, its time is `realtime_us()` while

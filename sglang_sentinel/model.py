@@ -124,6 +124,14 @@ class JournalEntry:
     cmdline: str | None = None  # _CMDLINE, read only on the first entry of an invocation
 
 
+# What the journal source hands the tracker, in journal order (JournalSource.lines): a
+# JournalEntry, or, for a service line of the same unit and invocation as the entry before it
+# (nearly every line of a busy unit), just its raw MESSAGE bytes; its time is the source's
+# `realtime_us()` while the source is suspended on it. A JournalEntry per line would cost as
+# much again as reading the line.
+SourceItem = JournalEntry | bytes
+
+
 @dataclass(frozen=True, slots=True)
 class Rank:
     """The rank prefix of an SGLang line, `[ts DP1 TP0 EP0]`; None where absent."""

@@ -17,8 +17,9 @@ from .compare import Policy, compare, load_policy
 from .config.schema import Config
 from .errors import StateError
 from .journal import JournalSource
-from .model import Comparison, JournalEntry, RuleMatch, RuntimeView, StartupRecord, Stats
+from .model import Comparison, RuntimeView, SourceItem, StartupRecord, Stats
 from .rules.files import default_rules_dir, load_rules
+from .rules.matcher import Matcher, MemoMatcher
 from .rules.ruleset import RuleSet
 from .runtime_checks import decode_settings
 from .startups import StartupTracker
@@ -85,6 +86,7 @@ class Pipeline:
         source_key: str,
         stats: Stats | None = None,
         checkpoint_interval: float = 0.0,
+        matcher: Matcher | None = None,
         evaluator: Evaluate = evaluate,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -94,7 +96,8 @@ class Pipeline:
         self.store = store
         self.source_key = source_key
         self.stats = stats if stats is not None else Stats()
-        self.tracker = StartupTracker(self._match, rules.match_raw, on_error=self._entry_failed)
+        # The rules behind the matcher seam (rules/matcher.py): memoised unless one is given.
+        self.tracker = StartupTracker(matcher or MemoMatcher(rules), on_error=self._entry_failed)
         self.tracker.monotonic = source.monotonic
         # The comparison stage; a seam so a fault in it can be injected and seen isolated.
         self.evaluator = evaluator
@@ -113,12 +116,9 @@ class Pipeline:
         # Startups the last successful commit stored (changed records plus batch-line-only ones).
         self.last_saved = 0
 
-    def _match(self, message: str) -> list[RuleMatch]:
-        return self.rules.match(message)
-
     def set_rules(self, rules: RuleSet) -> None:
         self.rules = rules
-        self.tracker.match_raw = rules.match_raw
+        self.tracker.matcher = MemoMatcher(rules)
 
     def resume(
         self,
@@ -167,11 +167,11 @@ class Pipeline:
         # The policy may have been reloaded (SIGHUP); decode warm-up is the one part the tracker uses.
         self.tracker.decode_warmup_seconds = decode_settings(self.policy).warmup_seconds
         # Most lines come as raw bytes (a line of the invocation just seen); see JournalSource.lines.
-        items: Iterable[JournalEntry | bytes] = self.source.lines(limit)
+        items: Iterable[SourceItem] = self.source.lines(limit)
         cut: list[bool] = []
         if deadline is not None or stop is not None:
             items = _until(items, deadline, stop, self._clock, cut)
-        n = self.tracker.feed_lines(items, self.source.realtime_us)
+        n = self.tracker.feed(items, self.source.realtime_us)
         self.stats.journal_corrupt_reads = self.source.corrupt_reads
         self.stats.journal_truncated_reads = self.source.truncated_reads
         self.stats.journal_files_unreadable = len(self.source.unreadable_files)
@@ -195,7 +195,7 @@ class Pipeline:
     def commit(
         self, *, force: bool = False, final: bool = False, caught_up: bool = False
     ) -> list[Comparison]:
-        """Persist changed startups, their comparisons and the cursor in one transaction.
+        """Persist changed startups and the cursor in one transaction; compare each changed one.
 
         A startup only batch lines changed (runtime values, decode samples, rule_hits) waits
         like a cursor move: at most every `checkpoint_interval`, or at once when `caught_up`
@@ -265,10 +265,12 @@ class Pipeline:
         return comparisons
 
     def _save(self, inv: str) -> tuple[Comparison, int] | None:
-        """Store one startup and its comparison (inside the commit's transaction).
+        """Store one startup and compare it (inside the commit's transaction, so that a
+        startup after it in the same commit finds it as its baseline).
 
         A fault of this one startup is logged, counted and leaves it out (a comparison that
-        raises: only the comparison); the database's own errors fail the whole transaction.
+        raises: only the comparison, the record is stored); the database's own errors fail the
+        whole transaction.
         """
         store = self.store
         with store.savepoint() as ok:
@@ -276,12 +278,9 @@ class Pipeline:
             try:
                 record, builder = self.tracker.saved_form(inv)
                 stage = "state"
-                new = store.comparison_row(record.invocation_id) is None
-                store.save_startup(record, builder)
+                new = store.save_startup(record, builder)
                 stage = "compare"
                 comparison = self.evaluator(store, record, self.policy)
-                stage = "state"
-                store.save_comparison(comparison)
             except (sqlite3.OperationalError, OSError):
                 raise
             except Exception as exc:
@@ -338,12 +337,12 @@ class Pipeline:
 
 
 def _until(
-    items: Iterable[JournalEntry | bytes],
+    items: Iterable[SourceItem],
     deadline: float | None,
     stop: Callable[[], bool] | None,
     clock: Callable[[], float],
     cut: list[bool],
-) -> Iterator[JournalEntry | bytes]:
+) -> Iterator[SourceItem]:
     """`items` until `deadline` passes or `stop()` says so, checked every 64 items; the reader
     stays on the last item handed out, so the cursor is exactly after what was processed.
 

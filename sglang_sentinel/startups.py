@@ -32,21 +32,20 @@ from .model import (
     Outcome,
     RuleMatch,
     RuntimeView,
+    SourceItem,
     StartupRecord,
 )
 from .redact import launch_flags, redact_cmdline, scrub_text
-from .rules.ruleset import BatchMatch, RuleSet
+from .rules.matcher import Matcher
+from .rules.ruleset import BatchMatch
+from .rules.shapes import LINE_START_RE
 from .serverargs.diff import normalized_settings
 from .serverargs.parse import BalanceScanner, parse_server_args
 from .text import clean_message
 
-Matcher = Callable[[str], list[RuleMatch]]
 # Told about an exception while handling one entry: the stage ("rules" or "tracker") and the error.
 ErrorSink = Callable[[str, Exception], None]
-# RuleSet.match_raw: raw MESSAGE bytes -> a BatchMatch for a batch line (its facts are
-# `rule.facts_of_raw(raw)`, converted only when needed); else match(clean_message(raw)).
-RawMatcher = Callable[[bytes], "list[RuleMatch] | BatchMatch"]
-_MISS: Any = object()  # a line match_raw's memo does not know
+_MISS: Any = object()  # a line the matcher's known answers do not have
 
 # Facts the tracker takes from server_args when no log line reported them.
 _FROM_SETTINGS = (
@@ -60,7 +59,6 @@ _FROM_SETTINGS = (
 )
 _EXIT_RE = re.compile(r"code=(\w+), status=(\S+)")
 _RESULT_RE = re.compile(r"Failed with result '([^']+)'")
-_SGLANG_PREFIX = re.compile(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")
 _TRACEBACK_HEAD = "Traceback (most recent call last):"
 # A split server_args line never needs more than a few continuation entries (48K each).
 _MAX_SERVER_ARGS_CHARS = 1 << 20
@@ -242,12 +240,11 @@ class StartupTracker:
 
     def __init__(
         self,
-        match: Matcher,
-        match_raw: RawMatcher | None = None,
+        matcher: Matcher,
         on_error: ErrorSink | None = None,
     ) -> None:
-        self._match = match
-        self.match_raw: RawMatcher = match_raw or (lambda raw: match(clean_message(raw)))
+        # The rules, behind one seam: exact or memoised (rules/matcher.py), the same answers.
+        self.matcher = matcher
         # An exception while handling one entry goes here and the entry is skipped; without a
         # sink it propagates (tests that want to see it).
         self.on_error = on_error
@@ -264,7 +261,7 @@ class StartupTracker:
         # exporter still shows a unit's latest decided startup's while a new one starts.
         self._ended_runtime: dict[str, RuntimeView] = {}
         self.rule_hits: dict[str, int] = {}
-        # The builder of the service line fed last, for `feed_same_invocation`.
+        # The builder of the service line fed last: the raw lines after it are of its invocation.
         self._last_service: _Builder | None = None
         # Decode lines this long after ready are past JIT warm-up (policy decode_throughput_drop).
         self.decode_warmup_seconds = 300.0
@@ -375,75 +372,28 @@ class StartupTracker:
 
     # -- feeding ------------------------------------------------------------------------------
 
-    def feed(self, entry: JournalEntry) -> None:
-        self._last_service = None  # until this entry's builder is known
-        if entry.from_pid1 or (entry.message_id is not None and entry.invocation_id is None):
-            self._feed_manager_line(entry)
-        else:
-            self._feed_service_line(entry)
-
-    def feed_same_invocation(self, raw: bytes, realtime_us: Callable[[], int]) -> None:
-        """A service line of the same unit and invocation as the service entry fed just before.
-
-        What `feed` does with such an entry, minus what cannot change within an invocation
-        (builder lookup, the _CMDLINE flags); the time is read only when a rule matched.
-        """
-        b = self._last_service
-        if b is None:
-            raise ValueError("feed_same_invocation() needs a service entry fed before it")
-        if b.server_args_pending is not None:
-            message = clean_message(raw)
-            entry = JournalEntry(b.unit, message, realtime_us(), invocation_id=b.invocation_id)
-            self._feed_service_line(entry)
-            return
-        try:
-            matches = self.match_raw(raw)
-        except Exception as exc:
-            raise _StageFault("rules") from exc
-        if isinstance(matches, BatchMatch):
-            # A batch line: what _apply does with runtime facts, without the rank and the time,
-            # and parsed only if it is still the newest line of its kind when read.
-            rid = matches.rule.id
-            if rid in OBSERVED_RULES:
-                self._observe(b, rid, raw, realtime_us)
-            deferred = b.deferred
-            deferred.pop(matches, None)  # re-insert: the order is the order of the lines
-            deferred[matches] = raw
-            b.rule_hits[rid] = b.rule_hits.get(rid, 0) + 1
-            self.rule_hits[rid] = self.rule_hits.get(rid, 0) + 1
-            self._touched.add(b.invocation_id)
-        elif matches:
-            ts = realtime_us() / 1e6
-            for m in matches:
-                self._apply(b, m, ts)
-                if m.rule_id in OBSERVED_RULES:
-                    self._observe(b, m.rule_id, raw, realtime_us)
-            self._changed(b.invocation_id, matches)
-
-    def feed_lines(
-        self, items: Iterable[JournalEntry | bytes], realtime_us: Callable[[], int]
-    ) -> int:
+    def feed(self, items: Iterable[SourceItem], realtime_us: Callable[[], int]) -> int:
         """Feed what `JournalSource.lines` yields, in order; returns how many items it yielded.
 
-        `feed` for entries and `feed_same_invocation` for raw lines, with that one's batch-line
-        case written out here: it is nearly every line of a busy unit, and keeping the builder's
-        dicts in locals between entries saves a call and a dozen attribute reads per line.
+        An item is a JournalEntry, or the raw MESSAGE of a service line of the same unit and
+        invocation as the service entry before it, whose time `realtime_us()` gives while the
+        source is suspended on it (see `SourceItem`). Raw lines are nearly every line of a busy
+        unit: a line the matcher already knows to match nothing, or to be a batch line, costs a
+        dict lookup here and no call; a batch line is kept unparsed (`_Builder.deferred`).
         """
         n = 0
-        match_raw = self.match_raw
-        # match_raw's memo, looked up here: a memoised batch line or non-matching line (nearly
-        # every line) then costs a dict lookup and no call.
-        owner = getattr(match_raw, "__self__", None)
-        memo = owner.line_memo() if isinstance(owner, RuleSet) else None
-        memo_get, mask = (memo[0].get, memo[1]) if memo is not None else (None, b"")
+        matcher = self.matcher
+        match_line = matcher.match_line
+        known = matcher.known()
+        known_get, mask = (known[0].get, known[1]) if known is not None else (None, b"")
         tracker_hits = self.rule_hits
         touched = self._touched
-        # The builder raw lines belong to, while no server_args continuation is pending;
-        # refreshed after every item that is not a batch line (any of those may change it).
-        b: _Builder | None = None
-        deferred: dict[BatchMatch, bytes] = {}
-        hits: dict[str, int] = {}
-        inv = ""
+        # The builder raw lines belong to while no server_args continuation is pending, and its
+        # dicts; refreshed after every item that is not a batch line (any of those may change it).
+        b = self._raw_builder()
+        deferred: dict[BatchMatch, bytes] = b.deferred if b is not None else {}
+        hits: dict[str, int] = b.rule_hits if b is not None else {}
+        inv = b.invocation_id if b is not None else ""
         # The current run of batch lines of one BatchMatch (most come in runs): it is the newest
         # kind in `deferred` already, and its lines are added to the hit counts when it ends.
         run: BatchMatch | None = None
@@ -451,53 +401,51 @@ class StartupTracker:
         for item in items:
             n += 1
             try:
-                matches: Sequence[RuleMatch] = ()  # the exact-path matches of a raw line
-                if b is not None and isinstance(item, bytes):
-                    verdict = (
-                        memo_get(item.translate(mask), _MISS) if memo_get is not None else _MISS
-                    )
+                if b is not None and item.__class__ is bytes:
+                    raw: bytes = item
+                    verdict: Any = known_get(raw.translate(mask), _MISS) if known_get else _MISS
                     if verdict is None:
                         continue  # no rule matches a line of this shape
                     if verdict.__class__ is not BatchMatch:
                         try:
-                            verdict = match_raw(item)
+                            verdict = match_line(raw)
                         except Exception as exc:
                             raise _StageFault("rules") from exc
-                    if isinstance(verdict, BatchMatch):  # the feed_same_invocation batch-line case
+                    if verdict.__class__ is BatchMatch:
                         if verdict.rule.id in OBSERVED_RULES:
-                            self._observe(b, verdict.rule.id, item, realtime_us)
+                            self._observe(b, verdict.rule.id, raw, realtime_us)
                         if verdict is not run:
                             if run is not None:
                                 _add_hits(run.rule.id, run_lines, hits, tracker_hits)
                             run, run_lines = verdict, 0
                             deferred.pop(verdict, None)  # re-insert: the order is that of the lines
                             touched.add(inv)
-                        deferred[verdict] = item
+                        deferred[verdict] = raw
                         run_lines += 1
                         continue
                     if not verdict:
                         continue
-                    matches = verdict
+                    if run is not None:
+                        _add_hits(run.rule.id, run_lines, hits, tracker_hits)
+                        run = None
+                    ts = realtime_us() / 1e6
+                    for m in verdict:
+                        self._apply(b, m, ts)
+                        if m.rule_id in OBSERVED_RULES:
+                            self._observe(b, m.rule_id, raw, realtime_us)
+                    self._changed(inv, verdict)
+                    if b.server_args_pending is not None:
+                        b = None  # a split server_args line: its continuations go to _feed_raw
+                    continue
                 # Anything else goes the ordinary way, with the counts of the run in place first.
                 if run is not None:
                     _add_hits(run.rule.id, run_lines, hits, tracker_hits)
                     run = None
-                if matches and b is not None:
-                    ts = realtime_us() / 1e6
-                    for m in matches:
-                        self._apply(b, m, ts)
-                        if m.rule_id in OBSERVED_RULES and isinstance(item, bytes):
-                            self._observe(b, m.rule_id, item, realtime_us)
-                    self._changed(inv, matches)
-                elif isinstance(item, bytes):
-                    if self._last_service is None:
-                        continue  # a line of an entry whose handling failed: it went with it
-                    self.feed_same_invocation(item, realtime_us)
+                if isinstance(item, bytes):
+                    self._feed_raw(item, realtime_us)
                 else:
-                    self.feed(item)
-                b = self._last_service
-                if b is not None and b.server_args_pending is not None:
-                    b = None  # a continuation may follow: feed_same_invocation handles it
+                    self._feed_entry(item)
+                b = self._raw_builder()
                 if b is not None:
                     deferred, hits, inv = b.deferred, b.rule_hits, b.invocation_id
             except Exception as exc:  # one entry's fault never stops the pipeline
@@ -512,6 +460,30 @@ class StartupTracker:
         if run is not None:
             _add_hits(run.rule.id, run_lines, hits, tracker_hits)
         return n
+
+    def _raw_builder(self) -> _Builder | None:
+        """The builder the next raw line belongs to, when `feed` may handle it inline: none
+        while a split server_args line waits for its continuation."""
+        b = self._last_service
+        return b if b is not None and b.server_args_pending is None else None
+
+    def _feed_entry(self, entry: JournalEntry) -> None:
+        self._last_service = None  # until this entry's builder is known
+        if entry.from_pid1 or (entry.message_id is not None and entry.invocation_id is None):
+            self._feed_manager_line(entry)
+        else:
+            self._feed_service_line(entry)
+
+    def _feed_raw(self, raw: bytes, realtime_us: Callable[[], int]) -> None:
+        """A raw line `feed` does not handle inline: the continuation of a split server_args
+        line, or a line after an entry whose handling failed (it went with that entry)."""
+        b = self._last_service
+        if b is None:
+            return
+        entry = JournalEntry(
+            b.unit, clean_message(raw), realtime_us(), invocation_id=b.invocation_id
+        )
+        self._feed_service_line(entry)
 
     def _feed_manager_line(self, entry: JournalEntry) -> None:
         ts = entry.realtime_us / 1e6
@@ -564,7 +536,7 @@ class StartupTracker:
         b = self._service_builder(entry, ts)
         self._last_service = b
         if b.server_args_pending is not None:
-            if not _SGLANG_PREFIX.match(entry.message):
+            if not LINE_START_RE.match(entry.message):
                 # journald split an over-long server_args line; this entry is its continuation.
                 self._extend_server_args(b, entry.message)
                 self._dirty.add(b.invocation_id)
@@ -576,7 +548,7 @@ class StartupTracker:
             b.flags = launch_flags(redact_cmdline(entry.cmdline))
             self._dirty.add(b.invocation_id)
         try:
-            matches = self._match(entry.message)
+            matches = self.matcher.match(entry.message)
         except Exception as exc:
             raise _StageFault("rules") from exc
         if not matches:

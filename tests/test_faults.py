@@ -29,6 +29,7 @@ from sglang_sentinel.pipeline import (
     evaluate,
     load_rules_and_policy,
 )
+from sglang_sentinel.rules.matcher import MemoMatcher
 from sglang_sentinel.rules.ruleset import RuleSet
 from sglang_sentinel.state import StateStore
 
@@ -55,7 +56,7 @@ def journal_of(tmp_path: Path, scripts: list[StartupScript], name: str = "j") ->
 
 
 def open_pipeline(
-    journal: Path, state: Path, *, rules: Any = None, store: StateStore | None = None, **kw: Any
+    journal: Path, state: Path, *, matcher: Any = None, store: StateStore | None = None, **kw: Any
 ) -> Pipeline:
     config = Config(units=(UNIT,), journal=JournalConfig(directory=journal))
     real_rules, policy = load_rules_and_policy(config)
@@ -63,10 +64,11 @@ def open_pipeline(
     source.open()
     p = Pipeline(
         source,
-        rules if rules is not None else real_rules,
+        real_rules,
         policy,
         store or StateStore(state),
         source_key="test",
+        matcher=matcher,
         **kw,
     )
     p.resume(from_boot_start=False)
@@ -80,20 +82,20 @@ def drain(p: Pipeline) -> None:
 
 
 def outcome(store: StateStore) -> list[tuple[Any, ...]]:
-    """What a pass stored: each startup with its facts, baseline and findings, journal order."""
+    """What a pass stored: each startup with its facts, and its baseline and findings as a
+    reader judges them (comparisons are not stored), journal order."""
+    policy = load_rules_and_policy(Config(units=(UNIT,)))[1]
     out = []
     for r in store.startups([UNIT]):
-        row = store.comparison_row(r.invocation_id)
-        assert row is not None
-        base, kind, findings = row
+        c = evaluate(store, r, policy)
         out.append(
             (
                 r.invocation_id,
                 r.outcome,
                 r.facts.get("max_running_requests"),
-                base,
-                kind,
-                sorted(f.check for f in findings),
+                c.baseline.invocation_id if c.baseline else None,
+                c.baseline_kind,
+                sorted(f.check for f in c.findings),
             )
         )
     return out
@@ -207,14 +209,14 @@ class Exploding:
     __repr__ = __str__
 
 
-class FaultyRules:
-    """The real rules, except that a line with POISON in it makes `match` raise (stage rules) or
-    return a match with an unusable value (the tracker or the state then fail on it)."""
+class FaultyMatcher:
+    """The real rules' matcher, except that a line with POISON in it makes `match` raise (stage
+    rules) or return a match with an unusable value (the tracker or the state then fail on it)."""
 
     def __init__(self, real: RuleSet, fault: str) -> None:
-        self.real = real
+        self.real = MemoMatcher(real)
         self.fault = fault
-        self.rules = real.rules
+        self.rules = real
 
     def match(self, message: str) -> list[RuleMatch]:
         if POISON in message:
@@ -226,10 +228,13 @@ class FaultyRules:
                 return [RuleMatch("model_arch", {"kv_cache_dtype": Exploding()})]  # type: ignore[dict-item]
         return self.real.match(message)
 
-    def match_raw(self, raw: bytes) -> Any:
+    def match_line(self, raw: bytes) -> Any:
         if POISON.encode() in raw:
             return self.match(raw.decode())
-        return self.real.match_raw(raw)
+        return self.real.match_line(raw)
+
+    def known(self) -> None:
+        return None  # every line through match_line, where the poison is
 
 
 def poisoned(tmp_path: Path) -> tuple[Path, list[StartupScript]]:
@@ -247,7 +252,7 @@ def test_an_entry_that_raises_is_logged_counted_and_skipped(
     journal, _ = poisoned(tmp_path)
     clean = one_shot(tmp_path, journal)
     real, _policy = load_rules_and_policy(Config(units=(UNIT,)))
-    p = open_pipeline(journal, tmp_path / "state", rules=FaultyRules(real, stage))
+    p = open_pipeline(journal, tmp_path / "state", matcher=FaultyMatcher(real, stage))
     drain(p)
     assert outcome(p.store) == clean
     assert p.stats.processing_errors == {stage: 2}
@@ -262,7 +267,7 @@ def test_a_startup_that_cannot_be_serialised_is_skipped_and_the_rest_is_stored(
     journal, _ = poisoned(tmp_path)
     clean = one_shot(tmp_path, journal)
     real, _policy = load_rules_and_policy(Config(units=(UNIT,)))
-    p = open_pipeline(journal, tmp_path / "state", rules=FaultyRules(real, "state"))
+    p = open_pipeline(journal, tmp_path / "state", matcher=FaultyMatcher(real, "state"))
     drain(p)
     stored = outcome(p.store)
     # The two poisoned startups cannot be written while their builder holds the bad value; the
@@ -276,14 +281,14 @@ def test_a_startup_that_cannot_be_serialised_is_skipped_and_the_rest_is_stored(
 
 
 class FaultyStore(StateStore):
-    """A store that cannot write one startup's comparison (as a full column or a driver bug)."""
+    """A store that cannot write one startup (as a full column or a driver bug)."""
 
     bad = ""
 
-    def save_comparison(self, comparison: Comparison) -> None:
-        if comparison.record.invocation_id == self.bad:
+    def save_startup(self, record: StartupRecord, builder: str | None) -> bool:
+        if record.invocation_id == self.bad:
             raise ValueError("cannot store this one")
-        super().save_comparison(comparison)
+        return super().save_startup(record, builder)
 
 
 def test_a_startup_the_store_cannot_write_is_left_out_whole(
@@ -315,10 +320,13 @@ def test_a_comparison_that_raises_for_one_startup_leaves_the_others(
         return evaluate(store, record, policy)
 
     p = open_pipeline(journal, tmp_path / "state", evaluator=faulty)
-    drain(p)
+    returned = []
+    while p.process(limit=1000):
+        returned += p.commit()
+    returned += p.commit(final=True)
     # The startup is stored (and is the third one's baseline, as in the clean pass); only its
-    # comparison is missing.
-    assert p.store.comparison_row(bad) is None
+    # comparison failed, so the commit returned none for it.
+    assert bad not in {c.record.invocation_id for c in returned}
     got = outcome_without(p.store, bad)
     assert got == [row for row in clean if row[0] != bad]
     assert p.stats.processing_errors == {"compare": 1}
@@ -331,26 +339,7 @@ def test_a_comparison_that_raises_for_one_startup_leaves_the_others(
 def outcome_without(store: StateStore, uncompared: str) -> list[tuple[Any, ...]]:
     record = store.startup(uncompared)
     assert record is not None and record.facts["max_running_requests"] == 48
-    return [row for row in outcome_of(store) if row[0] != uncompared]
-
-
-def outcome_of(store: StateStore) -> list[tuple[Any, ...]]:
-    out = []
-    for r in store.startups([UNIT]):
-        row = store.comparison_row(r.invocation_id)
-        if row is not None:
-            base, kind, findings = row
-            out.append(
-                (
-                    r.invocation_id,
-                    r.outcome,
-                    r.facts.get("max_running_requests"),
-                    base,
-                    kind,
-                    sorted(f.check for f in findings),
-                )
-            )
-    return out
+    return [row for row in outcome(store) if row[0] != uncompared]
 
 
 # -- a split server_args line and the cursor -------------------------------------------------------
@@ -443,17 +432,14 @@ def test_a_long_split_line_costs_linear_time(tmp_path: Path) -> None:
         f"[2026-03-09 21:31:11] server_args=ServerArgs(model_path='/m', x=[{long_list}], tp_size=8)"
     )
     parts = [line[i : i + 49152] for i in range(0, len(line), 49152)]
-    t = StartupTracker(real.match, real.match_raw)
+    t = StartupTracker(MemoMatcher(real))
     from sglang_sentinel.model import JournalEntry
 
     inv = "a" * 32
     start = time.perf_counter()
-    t.feed(JournalEntry(UNIT, parts[0], 1, invocation_id=inv))
-    for part in parts[1:]:
-        t.feed_same_invocation(part.encode(), lambda: 2)
-    t.feed_same_invocation(
-        b"[2026-03-09 21:32:10] The server is fired up and ready to roll!", lambda: 3
-    )
+    t.feed([JournalEntry(UNIT, parts[0], 1, invocation_id=inv)], lambda: 1)
+    t.feed([part.encode() for part in parts[1:]], lambda: 2)
+    t.feed([b"[2026-03-09 21:32:10] The server is fired up and ready to roll!"], lambda: 3)
     elapsed = time.perf_counter() - start
     rec = t.current(UNIT)
     assert rec is not None and rec.outcome == "ready"

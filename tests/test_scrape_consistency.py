@@ -155,12 +155,13 @@ def inject_failures(daemon: Daemon, harness: Harness) -> None:
     seen: set[tuple[str, str]] = set()
     doomed = [False]
 
-    def failing_save_startup(record: StartupRecord, builder: str | None) -> None:
-        save_startup(record, builder)
+    def failing_save_startup(record: StartupRecord, builder: str | None) -> bool:
+        new = save_startup(record, builder)
         key = (record.invocation_id, record.outcome)
         if key not in seen:
             seen.add(key)
             doomed[0] = True
+        return new
 
     def failing_save_cursor(source: str, cursor: str) -> None:
         save_cursor(source, cursor)

@@ -190,9 +190,12 @@ def test_dp_prefixes_take_the_dp0_tp0_summary(
     assert doc["startups"][0]["facts"]["max_running_requests"] == 32
 
 
+@pytest.mark.parametrize("line_before", [False, True])
 def test_server_args_split_at_48k_is_reassembled(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, line_before: bool
 ) -> None:
+    """Whether the split line is the invocation's first entry or comes (as raw bytes, the fast
+    path) after another line of it."""
     long_list = ", ".join(str(i) for i in range(12000))
     line = (
         "[2026-03-09 21:31:11] server_args=ServerArgs(model_path='/models/big', tp_size=8, "
@@ -202,6 +205,8 @@ def test_server_args_split_at_48k_is_reassembled(
     assert len(line) > 49152
     s = StartupScript(cmdline=CMD)
     s.started("2026-03-09 21:31:07")
+    if line_before:
+        s.line("[2026-03-09 21:31:09] Launching the server", when="2026-03-09 21:31:09")
     s.line(line[:49152], when="2026-03-09 21:31:11")
     s.line(line[49152:], when="2026-03-09 21:31:11")
     s.line("[2026-03-09 21:32:10] The server is fired up and ready to roll!")

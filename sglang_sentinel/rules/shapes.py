@@ -7,7 +7,7 @@ Worked out from text alone, never from a rule or a rule set:
 - a rule regex's text: the literal a `^`-anchored regex starts with (`RuleSet`'s head index) and
   the text of a named group (whether a fact is a plain number that cannot fail to convert);
 - `digit_blind`: whether a regex cannot tell one ASCII digit from another, which is what lets
-  `RuleSet.match_raw` memoise its outcome per digit-masked line.
+  `MemoMatcher.match_line` memoise its outcome per digit-masked line.
 """
 
 from __future__ import annotations
@@ -22,17 +22,21 @@ from sglang_sentinel.model import Rank
 
 # --- the line prefix -------------------------------------------------------------------------
 
+# An SGLang line starts with its timestamp: "[2026-03-09 21:34:27" (a line that does not is the
+# continuation of one journald split).
+_LINE_START: Final = r"\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}"
+LINE_START_RE: Final = re.compile(_LINE_START, re.ASCII)
 # re.ASCII: a rank or a line number is never written in non-ASCII digits, and int() on a
 # 5000-digit match would raise; `\d{1,9}` below keeps every rank int() safe.
 _PREFIX_RE: Final = re.compile(
-    r"\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?"
+    _LINE_START + r"(?:\.\d{3})?"
     r"((?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] "
     r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+\.py:\d+: )?",
     re.ASCII,
 )
-# _PREFIX_RE without the decoration: the part that RuleSet._split memoizes.
+# _PREFIX_RE without the decoration: the part that MemoMatcher._split memoizes.
 BRACKET_RE: Final = re.compile(
-    r"\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?"
+    _LINE_START + r"(?:\.\d{3})?"
     r"((?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] ",
     re.ASCII,
 )

@@ -1,5 +1,6 @@
-"""RuleSet.match_raw (the per-line hot path on raw bytes) gives exactly what match() gives,
-and the tracker's deferred batch lines end in the same hit counts and runtime values."""
+"""The matcher seam: MemoMatcher (the per-line hot path on raw bytes, memoised) gives exactly
+what ExactMatcher (the definition: match(clean_message(raw))) gives, and a tracker fed through
+either ends with the same records, hit counts and runtime values."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import re
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sglang_sentinel.model import JournalEntry, RuleMatch
+from sglang_sentinel.model import JournalEntry, RuleMatch, SourceItem
 from sglang_sentinel.rules.files import default_rules_dir, load_rules
+from sglang_sentinel.rules.matcher import ExactMatcher, MemoMatcher
 from sglang_sentinel.rules.regex import RuleRegex
 from sglang_sentinel.rules.ruleset import BatchMatch, FactSpec, Rule, RuleSet
 from sglang_sentinel.rules.shapes import digit_blind, split_prefix
@@ -17,6 +19,8 @@ from sglang_sentinel.startups import StartupTracker
 from sglang_sentinel.text import clean_message
 
 PACK = load_rules([default_rules_dir()])
+MEMO = MemoMatcher(PACK)
+EXACT = ExactMatcher(PACK)
 LITERALS = sorted({rule.contains for rule in PACK.rules})
 SAMPLE_LINES = sorted({s.line for rule in PACK.rules for s in rule.samples})
 PREFIXES = [
@@ -53,13 +57,17 @@ def as_facts(raw: bytes, result: list[RuleMatch] | BatchMatch) -> list:  # type:
 
 
 def expected(raw: bytes) -> list:  # type: ignore[type-arg]
-    return [(m.rule_id, dict(m.facts)) for m in PACK.match(clean_message(raw))]
+    exact = EXACT.match_line(raw)
+    assert not isinstance(exact, BatchMatch)
+    assert exact == PACK.match(clean_message(raw))  # the definition
+    return [(m.rule_id, dict(m.facts)) for m in exact]
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow], max_examples=400)
 @given(LINES)
-def test_match_raw_is_match_of_the_clean_message(raw: bytes) -> None:
-    assert as_facts(raw, PACK.match_raw(raw)) == expected(raw)
+def test_the_memo_matcher_answers_as_the_exact_matcher(raw: bytes) -> None:
+    assert as_facts(raw, MEMO.match_line(raw)) == expected(raw)
+    assert MEMO.match(clean_message(raw)) == EXACT.match(clean_message(raw))
 
 
 def test_lines_of_one_shape_are_each_judged_on_their_own() -> None:
@@ -76,7 +84,7 @@ def test_lines_of_one_shape_are_each_judged_on_their_own() -> None:
     for _ in range(2):  # the second round is served from the memo
         for line in lines:
             raw = line.encode()
-            assert as_facts(raw, PACK.match_raw(raw)) == expected(raw), line[:60]
+            assert as_facts(raw, MEMO.match_line(raw)) == expected(raw), line[:60]
 
 
 def test_batch_lines_are_deferred_only_when_conversion_cannot_fail() -> None:
@@ -86,13 +94,13 @@ def test_batch_lines_are_deferred_only_when_conversion_cannot_fail() -> None:
         b"0.03, cuda graph: True, gen throughput (token/s): 156.84, #queue-req: 0"
     )
     for _ in range(2):  # the second time from the memo
-        ok = PACK.match_raw(line)
+        ok = MEMO.match_line(line)
         assert isinstance(ok, BatchMatch) and ok.rule is rule
     huge = (
         b"[2026-03-09 21:41:22 TP0] Decode batch, #running-req: " + b"9" * 5000 + b", #token: 1, "
         b"token usage: 0.03, gen throughput (token/s): 1.00, #queue-req: 0"
     )
-    assert PACK.match_raw(huge) == []  # int() refuses it: no match, as match() says
+    assert MEMO.match_line(huge) == []  # int() refuses it: no match, as match() says
 
 
 def test_the_runtime_rules_are_digit_blind() -> None:
@@ -129,7 +137,7 @@ def test_lines_that_differ_in_digits_only_are_each_exact(raw: bytes, digit_maps:
     for digits in digit_maps:
         variants.append(with_digits(raw, digits))
     for line in variants:
-        assert as_facts(line, PACK.match_raw(line)) == expected(line)
+        assert as_facts(line, MEMO.match_line(line)) == expected(line)
 
 
 # --- the tracker: deferred batch lines --------------------------------------------------------
@@ -164,12 +172,15 @@ SERVICE = JournalEntry(
 
 
 def fed(tracker: StartupTracker, lines: list[bytes], *, one_by_one: bool) -> StartupTracker:
-    if one_by_one:
-        tracker.feed(SERVICE)
-        for line in lines:
-            tracker.feed_same_invocation(line, lambda: 1_773_100_001_000_000)
+    def now() -> int:
+        return 1_773_100_001_000_000
+
+    if one_by_one:  # a feed() per item: nothing may depend on where one call ends
+        items: list[SourceItem] = [SERVICE, *lines]
+        for item in items:
+            tracker.feed([item], now)
     else:
-        tracker.feed_lines([SERVICE, *lines], lambda: 1_773_100_001_000_000)
+        tracker.feed([SERVICE, *lines], now)
     return tracker
 
 
@@ -179,8 +190,8 @@ def test_deferred_batch_lines_end_as_the_exact_path_does(
     lines: list[bytes], one_by_one: bool
 ) -> None:
     """Hit counts and the runtime values equal those of matching every line exactly."""
-    fast = fed(StartupTracker(PACK.match, PACK.match_raw), lines, one_by_one=one_by_one)
-    exact = fed(StartupTracker(PACK.match), lines, one_by_one=True)  # match(clean_message(raw))
+    fast = fed(StartupTracker(MemoMatcher(PACK)), lines, one_by_one=one_by_one)
+    exact = fed(StartupTracker(ExactMatcher(PACK)), lines, one_by_one=True)
     got, want = fast.current("sglang.service"), exact.current("sglang.service")
     assert got is not None and want is not None
     assert got.rule_hits == want.rule_hits
@@ -199,10 +210,11 @@ def test_a_runtime_regex_that_tells_digits_apart_is_run_on_every_line() -> None:
         scope="runtime",
     )
     rule_set = RuleSet((rule,))
+    memo = MemoMatcher(rule_set)
     assert not digit_blind(rule.regex.pattern)
     for digit in "1234567891":
         raw = f"[2026-03-09 21:41:22 TP0] Odd batch {digit}, #running-req: 4{digit}".encode()
-        got = rule_set.match_raw(raw)
+        got = memo.match_line(raw)
         want = [(m.rule_id, dict(m.facts)) for m in rule_set.match(clean_message(raw))]
         assert as_facts(raw, got) == want
         assert isinstance(got, BatchMatch) == (digit in "13579")
