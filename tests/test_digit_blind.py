@@ -20,6 +20,7 @@ from hypothesis.errors import InvalidArgument
 
 import sglang_sentinel
 from sglang_sentinel.rules import default_rules_dir, load_rules
+from sglang_sentinel.rules.matcher import MemoMatcher
 from sglang_sentinel.rules.regex import RegexError, RuleRegex
 from sglang_sentinel.rules.ruleset import BatchMatch, FactSpec, Rule, RuleSet
 from sglang_sentinel.rules.shapes import digit_blind
@@ -112,9 +113,9 @@ def compiles(pattern: str) -> RuleRegex | None:
 # --- every rule regex we have --------------------------------------------------------------
 
 PACK_PATTERNS = sorted({rule.regex.pattern for rule in load_rules([default_rules_dir()]).rules})
-# The regexes written in tests/ (`grep -n 'regex\|RuleRegex(\|digit_blind' tests/*.py`).
+# The regexes written in tests/ (`grep -rn 'regex\|RuleRegex(\|digit_blind' tests/`).
 TEST_PATTERNS = [
-    # test_match_raw.py
+    # test_matcher.py
     r"\d+",
     r"\d{4}-\d\d",
     r"[0-9.]+",
@@ -158,9 +159,16 @@ TEST_PATTERNS = [
     r"^Load weight begin\. avail mem=(?P<load_avail_mem_gb>\d+) GB",
     r"^zzz (?P<max_prefill_tokens>\d+)",
     "qqq",
+    "www",
+    "vvv",
+    "uuu",
+    "ttt",
+    "sss",
     "x",
     r"^flag=(?P<cuda_graph>\w+)",
     r"(?:hay|straw)?needle(?P<context_len>\d+)",
+    # e2e/journey.py
+    r"^nested (?P<model_arch>(a+)+)$",
 ]
 # Backreferences, conditionals, lookarounds, atomic groups, possessive repeats, `\Z`, syntax errors.
 REFUSED_BY_RE2 = {
@@ -295,10 +303,11 @@ def test_a_rule_with_a_brace_count_re2_reads_as_text_is_run_on_every_line() -> N
         scope="runtime",
     )
     rule_set = RuleSet((rule,))
+    memo = MemoMatcher(rule_set)
     answers = []
     for digit in "3434":
         raw = f"[2026-03-09 21:41:22 TP0] Braced batch x{{,{digit}}}, #running-req: 7".encode()
-        got = rule_set.match_raw(raw)
+        got = memo.match_line(raw)
         assert [m.rule_id for m in rule_set.match(clean_message(raw))] == (
             ["braced_batch"] if digit == "3" else []
         )
@@ -406,7 +415,7 @@ def spans(regex: RuleRegex, line: str) -> list[tuple[int, int]] | None:
 def test_a_blind_regex_gives_re2_the_same_match_and_spans_whatever_the_digits(
     pattern: str, data: st.DataObject
 ) -> None:
-    """What RuleSet.match_raw's memo relies on: swap any digits in a line, nothing changes."""
+    """What MemoMatcher's memo relies on: swap any digits in a line, nothing changes."""
     regex = compiles(pattern)
     assume(regex is not None and digit_blind(pattern))
     assert regex is not None
