@@ -179,7 +179,7 @@ def test_a_batch_heavy_backlog_commits_once_per_startup_change_not_per_slice(
         overrides={"journal.directory": str(journal), "state_dir": str(tmp_path / "s")},
         environ={},
     )
-    daemon = Daemon(config)
+    daemon = Daemon.from_config(config)
     daemon.pipeline._clock = lambda: 1000.0  # the checkpoint interval never passes
     commits = []
     transaction = daemon.store.transaction
