@@ -16,7 +16,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 # The value types a rule file names (docs/architecture.md, "Rule files").
 FactType = Literal["int", "float", "gb", "bool", "str", "list"]
@@ -24,6 +24,7 @@ FactType = Literal["int", "float", "gb", "bool", "str", "list"]
 # runtime: the latest batch / retraction / OOM line after ready, about load, not the startup;
 # control: steers the startup tracker (ready, failure) and is not stored as a fact.
 Scope = Literal["startup", "runtime", "control"]
+FACT_TYPES: Final[frozenset[str]] = frozenset(get_args(FactType))
 
 GIB: Final = float(2**30)  # SGLang's "GB" is torch's bytes / 2**30; metrics export bytes
 

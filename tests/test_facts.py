@@ -18,10 +18,10 @@ from sglang_sentinel import facts as registry
 from sglang_sentinel.cli import main
 from sglang_sentinel.compare import CHECKS
 from sglang_sentinel.fact_ranges import sane_facts
-from sglang_sentinel.facts import BY_NAME, FACTS, STARTUP_FACTS, Fact
+from sglang_sentinel.facts import BY_NAME, FACT_TYPES, FACTS, STARTUP_FACTS, Fact
 from sglang_sentinel.html import KEY_FACTS
 from sglang_sentinel.rules.files import check_rules, default_rules_dir, load_rules
-from sglang_sentinel.rules.ruleset import FACT_TYPES, SCOPES, Rule, RuleSet
+from sglang_sentinel.rules.ruleset import SCOPES, Rule, RuleSet
 
 ROOT = Path(__file__).resolve().parent.parent
 UNIT = "sglang-facts-test.service"
@@ -41,7 +41,7 @@ def _produced(pack: RuleSet) -> dict[str, str]:
 
 def test_names_are_unique_and_types_are_the_rule_file_types() -> None:
     assert len(BY_NAME) == len(FACTS)
-    assert set(get_args(registry.FactType)) == FACT_TYPES
+    assert {"int", "float", "gb", "bool", "str", "list"} == FACT_TYPES
     assert {f.type for f in FACTS} <= FACT_TYPES
     # A rule's scope is startup or runtime; control facts come from startup-scope rules.
     assert set(get_args(registry.Scope)) == SCOPES | {"control"}
@@ -301,3 +301,17 @@ def test_an_impossible_cpu_memory_is_recorded_as_null() -> None:
     assert notes == [
         "fact_invalid: available_cpu_mem_gb=inf is not a finite number; recorded as null"
     ]
+
+
+def test_every_fact_metric_is_in_the_readme_metrics_table() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Metrics") :]
+    section = section[: section.index("\n## ", 1)]
+    missing = [
+        f.metric.name
+        for f in FACTS
+        if f.metric
+        and f"`sglang_sentinel_{f.metric.name}" not in section
+        and f"`…_{f.metric.name}`" not in section
+    ]
+    assert missing == []

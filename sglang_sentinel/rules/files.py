@@ -15,14 +15,12 @@ from pathlib import Path
 from typing import Any, Final, cast
 
 from sglang_sentinel.errors import RuleError
-from sglang_sentinel.facts import BY_NAME
+from sglang_sentinel.facts import BY_NAME, FACT_TYPES, FactType
 from sglang_sentinel.model import FactValue
 from sglang_sentinel.rules.regex import RegexError, RuleRegex
 from sglang_sentinel.rules.ruleset import (
-    FACT_TYPES,
     SCOPES,
     FactSpec,
-    FactType,
     Rule,
     RuleSet,
     Sample,
