@@ -195,7 +195,7 @@ class Pipeline:
     def commit(
         self, *, force: bool = False, final: bool = False, caught_up: bool = False
     ) -> list[Comparison]:
-        """Persist changed startups, their comparisons and the cursor in one transaction.
+        """Persist changed startups and the cursor in one transaction; compare each changed one.
 
         A startup only batch lines changed (runtime values, decode samples, rule_hits) waits
         like a cursor move: at most every `checkpoint_interval`, or at once when `caught_up`
@@ -265,10 +265,12 @@ class Pipeline:
         return comparisons
 
     def _save(self, inv: str) -> tuple[Comparison, int] | None:
-        """Store one startup and its comparison (inside the commit's transaction).
+        """Store one startup and compare it (inside the commit's transaction, so that a
+        startup after it in the same commit finds it as its baseline).
 
         A fault of this one startup is logged, counted and leaves it out (a comparison that
-        raises: only the comparison); the database's own errors fail the whole transaction.
+        raises: only the comparison, the record is stored); the database's own errors fail the
+        whole transaction.
         """
         store = self.store
         with store.savepoint() as ok:
@@ -276,12 +278,9 @@ class Pipeline:
             try:
                 record, builder = self.tracker.saved_form(inv)
                 stage = "state"
-                new = store.comparison_row(record.invocation_id) is None
-                store.save_startup(record, builder)
+                new = store.save_startup(record, builder)
                 stage = "compare"
                 comparison = self.evaluator(store, record, self.policy)
-                stage = "state"
-                store.save_comparison(comparison)
             except (sqlite3.OperationalError, OSError):
                 raise
             except Exception as exc:

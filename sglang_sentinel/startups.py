@@ -26,9 +26,8 @@ from .decode import (
     DecodeState,
 )
 from .fact_ranges import sane_facts
+from .facts import FROM_SETTINGS, RUNTIME_FACTS, STARTUP_FACTS
 from .model import (
-    RUNTIME_FACTS,
-    STARTUP_FACTS,
     UNIT_FAILED,
     UNIT_PROCESS_EXIT,
     UNIT_STARTED,
@@ -54,16 +53,6 @@ from .text import clean_message
 ErrorSink = Callable[[str, Exception], None]
 _MISS: Any = object()  # a line the matcher's known answers do not have
 
-# Facts the tracker takes from server_args when no log line reported them.
-_FROM_SETTINGS = (
-    "tp_size",
-    "dp_size",
-    "model_path",
-    "attention_backend",
-    "chunked_prefill_size",
-    "cuda_graph",
-    "piecewise_cuda_graph",
-)
 _EXIT_RE = re.compile(r"code=(\w+), status=(\S+)")
 _RESULT_RE = re.compile(r"Failed with result '([^']+)'")
 _TRACEBACK_HEAD = "Traceback (most recent call last):"
@@ -190,7 +179,7 @@ class _Builder:
         facts: dict[str, FactValue] = dict.fromkeys(STARTUP_FACTS)
         facts.update(self.facts)
         settings = normalized_settings(self.server_args) if self.server_args else {}
-        for name in _FROM_SETTINGS:
+        for name in FROM_SETTINGS:  # facts.py: from server_args when no line said
             if facts.get(name) is None and settings.get(name) is not None:
                 value = settings[name]
                 if isinstance(value, int | float | bool | str):

@@ -1,4 +1,7 @@
-"""State: startup records, comparisons, pinned baselines and the journal cursor in SQLite.
+"""State: startup records, pinned baselines and the journal cursor in SQLite.
+
+Comparisons are not stored: every reader makes them from the records when it reads them (the
+daemon after each commit, the CLI per command), against the baseline pinned at that moment.
 
 Everything derived from the entries before a cursor is committed in the same transaction as the
 cursor, so a crash at any moment loses nothing and repeats nothing.
@@ -7,24 +10,26 @@ cursor, so a crash at any moment loses nothing and repeats nothing.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 import time
 import urllib.parse
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from .codec import record_from_json, record_to_json
 from .errors import StateError, UsageError
-from .model import Comparison, Finding, StartupRecord
+from .model import StartupRecord
 
 # 1: the first schema. 2: startups.seq (journal order, so a wrong wall clock cannot reorder
 # startups) and the startups_total counters (they never go down when an outcome changes).
-SCHEMA_VERSION = 2
+# 3: no comparisons table (written on every save, read back only to tell a new startup and
+# what was logged; it went stale once batch lines stopped re-comparing a startup).
+SCHEMA_VERSION = 3
+# The oldest schema this code reads as it is (a read-only command on a version 2 database only
+# sees an extra table it ignores); older ones are upgraded first.
+READABLE_SCHEMA = 2
 DB_NAME = "sentinel.sqlite3"
 
 _SCHEMA = """
@@ -40,12 +45,6 @@ CREATE TABLE IF NOT EXISTS startups (
     seq INTEGER
 );
 CREATE INDEX IF NOT EXISTS startups_unit_time ON startups (unit, started_at);
-CREATE TABLE IF NOT EXISTS comparisons (
-    invocation_id TEXT PRIMARY KEY REFERENCES startups (invocation_id),
-    baseline_id TEXT,
-    baseline_kind TEXT,
-    findings TEXT NOT NULL
-);
 CREATE TABLE IF NOT EXISTS baselines (
     unit TEXT PRIMARY KEY,
     invocation_id TEXT NOT NULL REFERENCES startups (invocation_id),
@@ -83,7 +82,7 @@ class StateStore:
             self._db = self._open_readonly(state_dir)
             try:
                 self._check_readable()
-                outdated = self._version() < SCHEMA_VERSION
+                outdated = self._version() < READABLE_SCHEMA
             except sqlite3.DatabaseError as exc:
                 raise StateError(broken_database(self.path, exc)) from exc
             if outdated:
@@ -235,8 +234,11 @@ class StateStore:
                     f"{self.path} has schema version {row[0]}, newer than this sentinel "
                     f"understands ({SCHEMA_VERSION}); upgrade sglang-sentinel"
                 )
-            elif int(row[0]) < 2:
-                self._upgrade_to_2()
+            else:
+                if int(row[0]) < 2:
+                    self._upgrade_to_2()
+                if int(row[0]) < 3:
+                    self._upgrade_to_3()
             self._db.execute("CREATE INDEX IF NOT EXISTS startups_unit_seq ON startups (unit, seq)")
         with contextlib.suppress(OSError):
             os.chmod(self.path, 0o640)
@@ -265,6 +267,11 @@ class StateStore:
             " ON CONFLICT (name) DO UPDATE SET value=excluded.value"
         )
         db.execute("UPDATE meta SET value='2' WHERE key='schema_version'")
+
+    def _upgrade_to_3(self) -> None:
+        """Version 2 -> 3: drop the comparisons table (nothing reads it any more)."""
+        self._db.execute("DROP TABLE IF EXISTS comparisons")
+        self._db.execute("UPDATE meta SET value='3' WHERE key='schema_version'")
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -301,8 +308,9 @@ class StateStore:
 
     # -- writing (call inside transaction()) ----------------------------------------------------
 
-    def save_startup(self, record: StartupRecord, builder: str | None) -> None:
-        """Insert or update one startup. A new one is numbered after every stored one (`seq`):
+    def save_startup(self, record: StartupRecord, builder: str | None) -> bool:
+        """Insert or update one startup; True when it is new. A new one is numbered after every
+        stored one (`seq`):
         the pipeline stores startups in journal order, so `seq` is the journal's order and the
         wall clock (`started_at`) never decides which startup is the latest.
 
@@ -332,6 +340,7 @@ class StateStore:
                 time.time(),
             ),
         )
+        return row is None
 
     def clear_builders(self, keep: Iterable[str]) -> None:
         """Drop resumable state of startups that can no longer change."""
@@ -340,20 +349,6 @@ class StateStore:
         self._db.execute(
             f"UPDATE startups SET builder=NULL WHERE builder IS NOT NULL AND invocation_id NOT IN ({marks})",
             keep,
-        )
-
-    def save_comparison(self, comparison: Comparison) -> None:
-        self._db.execute(
-            "INSERT INTO comparisons (invocation_id, baseline_id, baseline_kind, findings)"
-            " VALUES (?, ?, ?, ?) ON CONFLICT (invocation_id) DO UPDATE SET"
-            " baseline_id=excluded.baseline_id, baseline_kind=excluded.baseline_kind,"
-            " findings=excluded.findings",
-            (
-                comparison.record.invocation_id,
-                comparison.baseline.invocation_id if comparison.baseline else None,
-                comparison.baseline_kind,
-                json.dumps([asdict(f) for f in comparison.findings]),
-            ),
         )
 
     def save_cursor(self, source: str, cursor: str) -> None:
@@ -485,18 +480,6 @@ class StateStore:
         rows = self._db.execute("SELECT unit, invocation_id, pinned_at FROM baselines").fetchall()
         return {str(u): (str(i), float(t)) for u, i, t in rows}
 
-    def comparison_row(
-        self, invocation_id: str
-    ) -> tuple[str | None, str | None, list[Finding]] | None:
-        row = self._db.execute(
-            "SELECT baseline_id, baseline_kind, findings FROM comparisons WHERE invocation_id=?",
-            (invocation_id,),
-        ).fetchone()
-        if row is None:
-            return None
-        findings = [finding_from_dict(d) for d in json.loads(row[2])]
-        return row[0], row[1], findings
-
     def data_version(self) -> int:
         """Changes when another connection commits (lets the daemon see `baseline --pin`)."""
         return int(self._db.execute("PRAGMA data_version").fetchone()[0])
@@ -509,21 +492,4 @@ def broken_database(path: Path, exc: BaseException) -> str:
         f"state database {path} is unreadable ({detail}); move it aside "
         f"(mv {path} {path}.broken) and rebuild it with `sentinel scan` "
         "(pinned baselines must be pinned again)"
-    )
-
-
-# -- findings as stored in the comparisons table --------------------------------------------------
-
-
-def finding_from_dict(d: Mapping[str, Any]) -> Finding:
-    def tup(v: Any) -> Any:
-        return tuple(v) if isinstance(v, list) else v
-
-    return Finding(
-        check=d["check"],
-        severity=d["severity"],
-        baseline=tup(d["baseline"]),
-        current=tup(d["current"]),
-        message=d["message"],
-        evidence=tuple(d.get("evidence", ())),
     )

@@ -21,7 +21,8 @@ from sglang_sentinel.codec import (
     record_to_doc,
     record_to_json,
 )
-from sglang_sentinel.model import STARTUP_FACTS, StartupRecord
+from sglang_sentinel.facts import STARTUP_FACTS
+from sglang_sentinel.model import StartupRecord
 from sglang_sentinel.state import StateStore
 
 # Values JSON gives back as they went in (nan is never equal to itself, so it is left out).

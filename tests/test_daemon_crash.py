@@ -176,16 +176,9 @@ def test_sigkill_at_random_moments_loses_nothing_and_repeats_nothing(
     for inv, outcome, record in db.execute("SELECT invocation_id, outcome, record FROM startups"):
         facts = json.loads(record)["facts"]
         assert (outcome, facts["max_running_requests"]) == ("ready", EXPECTED_MRR[written[inv]])
-    stored = {
-        inv: [f["check"] for f in json.loads(findings)]
-        for inv, findings in db.execute("SELECT invocation_id, findings FROM comparisons")
-    }
-    assert sorted(stored) == sorted(written)
     resets = db.execute("SELECT value FROM counters WHERE name='cursor_resets'").fetchone()
     db.close()
     assert resets is None, "a SIGKILL must never lose the saved cursor's entry"
-    for inv, checks in stored.items():
-        assert len(checks) == len(set(checks)), f"duplicated finding in {inv}: {checks}"
 
     # The CLI's view of the same state.
     out = cli_stdout("startups", "--json", "--state-dir", str(state), "--unit", UNIT, timeout=60)
@@ -213,7 +206,6 @@ def test_sigkill_at_random_moments_loses_nothing_and_repeats_nothing(
         for s in json.loads(scan)["startups"]
     }
     assert daemon_findings == reference
-    assert stored == reference
     # The split server_args lines (killed between parts or not) as whole as a scan has them.
     scanned = {s["invocation_id"]: s["server_args"] for s in json.loads(scan)["startups"]}
     db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)

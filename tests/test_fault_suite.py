@@ -55,19 +55,24 @@ def fill(disk: Path) -> Path:
     return filler
 
 
-def stored(state: Path) -> dict[str, tuple[str, list[str], int]]:
-    """invocation -> (outcome, finding checks, rows) straight from SQLite."""
+def stored(state: Path) -> dict[str, tuple[str, int]]:
+    """invocation -> (outcome, rows) straight from SQLite."""
     db = sqlite3.connect(f"file:{state / 'sentinel.sqlite3'}?mode=ro", uri=True, timeout=10)
     try:
         rows = db.execute(
-            "SELECT s.invocation_id, s.outcome, c.findings, count(*) FROM startups s"
-            " LEFT JOIN comparisons c USING (invocation_id) GROUP BY s.invocation_id"
+            "SELECT invocation_id, outcome, count(*) FROM startups GROUP BY invocation_id"
         ).fetchall()
     finally:
         db.close()
+    return {inv: (outcome, n) for inv, outcome, n in rows}
+
+
+def findings(state: Path) -> dict[str, list[str]]:
+    """invocation -> finding checks, as `sentinel startups --json` judges the stored records."""
+    out = cli_stdout("startups", "--json", "--state-dir", str(state), "--unit", UNIT, timeout=60)
     return {
-        inv: (outcome, sorted(f["check"] for f in json.loads(findings or "[]")), n)
-        for inv, outcome, findings, n in rows
+        s["invocation_id"]: sorted(f["check"] for f in s["findings"])
+        for s in json.loads(out)["startups"]
     }
 
 
@@ -104,9 +109,9 @@ def recorded(state: Path, *invs: str) -> bool:
 def assert_like_a_scan(state: Path, journal: Path, tmp_path: Path, invs: list[str]) -> None:
     rows = stored(state)
     assert sorted(rows) == sorted(invs)
-    assert {n for _, _, n in rows.values()} == {1}
+    assert {n for _, n in rows.values()} == {1}
     reference = scan_reference(journal, tmp_path)
-    assert {inv: checks for inv, (_, checks, _) in rows.items()} == reference
+    assert findings(state) == reference
     assert reference[SEED_2] != []  # startup 2 regresses against startup 1
 
 

@@ -117,8 +117,7 @@ def test_hostile_lines_never_raise_in_any_stage(
         with store.transaction():
             for record, builder in tracker.take_dirty():
                 store.save_startup(record, builder)
-                comparison = evaluate(store, record, policy)
-                store.save_comparison(comparison)
+                evaluate(store, record, policy)
                 record_to_json(record)
     elapsed = time.perf_counter() - start
     with capsys.disabled():

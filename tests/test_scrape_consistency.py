@@ -155,12 +155,13 @@ def inject_failures(daemon: Daemon, harness: Harness) -> None:
     seen: set[tuple[str, str]] = set()
     doomed = [False]
 
-    def failing_save_startup(record: StartupRecord, builder: str | None) -> None:
-        save_startup(record, builder)
+    def failing_save_startup(record: StartupRecord, builder: str | None) -> bool:
+        new = save_startup(record, builder)
         key = (record.invocation_id, record.outcome)
         if key not in seen:
             seen.add(key)
             doomed[0] = True
+        return new
 
     def failing_save_cursor(source: str, cursor: str) -> None:
         save_cursor(source, cursor)
@@ -223,7 +224,7 @@ def replay(
         environ={},
     )
     harness = Harness()
-    daemon = daemon_class(config)
+    daemon = daemon_class.from_config(config)
     daemon.harness = harness
     harness.published.append(Published(0.0, 0.0, ()))  # before the first publish: nothing
     daemon.source.open()

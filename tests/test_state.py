@@ -83,3 +83,50 @@ def test_a_newer_schema_is_refused_not_damaged(tmp_path: Path) -> None:
     (version,) = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
     db.close()
     assert int(version) == SCHEMA_VERSION + 1
+
+
+def version_2_state(path: Path) -> None:
+    """A state as schema 2 left it: a record and its row in the comparisons table."""
+    store = StateStore(path)
+    with store.transaction():
+        store.save_startup(record(invocation="c" * 32, max_running_requests=48), None)
+    store.close()
+    db = sqlite3.connect(path / DB_NAME)
+    db.executescript(
+        "CREATE TABLE comparisons (invocation_id TEXT PRIMARY KEY REFERENCES startups"
+        " (invocation_id), baseline_id TEXT, baseline_kind TEXT, findings TEXT NOT NULL);"
+        f"INSERT INTO comparisons VALUES ('{'c' * 32}', NULL, NULL, '[]');"
+        "UPDATE meta SET value='2' WHERE key='schema_version';"
+    )
+    db.close()
+
+
+def schema_of(path: Path) -> tuple[str, list[str]]:
+    db = sqlite3.connect(path / DB_NAME)
+    try:
+        (version,) = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        tables = [n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    finally:
+        db.close()
+    return version, sorted(tables)
+
+
+def test_a_version_2_state_reads_as_it_is_and_upgrades_to_3_when_written(tmp_path: Path) -> None:
+    """Schema 3 drops the comparisons table: a read-only command reads a version 2 state
+    without touching it; the first writer drops the table and keeps every record."""
+    assert SCHEMA_VERSION == 3
+    version_2_state(tmp_path)
+    ro = StateStore(tmp_path, readonly=True)
+    got = ro.startup("c" * 32)
+    assert got is not None and got.facts["max_running_requests"] == 48
+    ro.close()
+    assert schema_of(tmp_path) == (
+        "2",
+        ["baselines", "comparisons", "counters", "cursors", "meta", "startups"],
+    )
+    StateStore(tmp_path).close()
+    assert schema_of(tmp_path) == ("3", ["baselines", "counters", "cursors", "meta", "startups"])
+    again = StateStore(tmp_path, readonly=True)
+    got = again.startup("c" * 32)
+    assert got is not None and got.facts["max_running_requests"] == 48
+    again.close()
