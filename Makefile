@@ -1,7 +1,7 @@
 # The README's commands. Every target uses .venv/bin/... directly; bootstrap prepares it.
 BIN := .venv/bin
 
-.PHONY: bootstrap bootstrap-test demo test test-pythons check bench bench-smoke ci dashboard e2e soak
+.PHONY: bootstrap bootstrap-test demo test test-pythons check bench bench-smoke ci dashboard facts-doc e2e soak
 
 # What demo and check need; bootstrap-test adds the test peers (prometheus, alertmanager,
 # mtail, sqlite3), used as binaries with their services left disabled.
@@ -27,6 +27,11 @@ check: bootstrap
 	$(BIN)/mypy --strict
 	$(BIN)/sentinel rules check
 	$(BIN)/python -m sglang_sentinel.grafana --check
+	$(BIN)/python -m sglang_sentinel.facts --check
+
+# Regenerate docs/architecture.md's facts table from sglang_sentinel/facts.py.
+facts-doc: bootstrap
+	$(BIN)/python -m sglang_sentinel.facts
 
 # Regenerate deploy/grafana/sglang-sentinel.json from sglang_sentinel/grafana.py.
 dashboard: bootstrap

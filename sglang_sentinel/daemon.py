@@ -8,7 +8,6 @@ batch is committed with its cursor in one transaction (see state.py).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import select
 import signal
@@ -16,9 +15,8 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import structlog
 from prometheus_client import CollectorRegistry, make_wsgi_app
@@ -26,8 +24,8 @@ from systemd import daemon as sd
 
 from . import __version__
 from .alerts import AlertPusher, default_instance
-from .compare import stall_after
-from .config.load import load_config
+from .compare import Policy, stall_after
+from .config.reload import plan_reload
 from .config.schema import Config
 from .errors import ConfigError, JournalError, RuleError, SentinelError, StateError
 from .html import collect_status, render_page
@@ -37,6 +35,7 @@ from .logs import configure_logging
 from .metrics import SentinelCollector, UnitView
 from .model import Comparison, Finding, Stats
 from .pipeline import CommitFailed, Pipeline, evaluate, load_rules_and_policy, source_key
+from .rules import RuleSet
 from .state import StateStore
 
 log = structlog.get_logger("sglang_sentinel")
@@ -95,39 +94,65 @@ class _Snapshot:
     pinned: frozenset[str] = frozenset()
 
 
+class FindingSink(Protocol):
+    """Where the open findings go besides the log and /metrics (the Alertmanager pusher)."""
+
+    def start(self) -> None: ...
+
+    def update(self, comparisons: Sequence[Comparison]) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+# Builds the sink for a configuration (None: nothing to push to); called at start and again
+# when a reload changes the alertmanager settings.
+SinkFactory = Callable[[Config, Stats], "FindingSink | None"]
+
+
+def alert_pusher(config: Config, stats: Stats) -> AlertPusher | None:
+    """The Alertmanager pusher of `config`, or None when it names no Alertmanager."""
+    if not config.alertmanager.urls:
+        return None
+    return AlertPusher(
+        config.alertmanager,
+        stats=stats,
+        instance=default_instance(config.listen),
+        generator_url=f"http://{config.listen}/metrics",
+    )
+
+
+_D = TypeVar("_D", bound="Daemon")
+
+
 class Daemon:
-    """One running sentinel: pipeline + metrics endpoint + systemd notifications."""
+    """One running sentinel: pipeline + metrics endpoint + systemd notifications.
+
+    It is handed its parts: the pipeline (which holds the journal source and the state store it
+    commits to), the registry its collector joins, how to build the alert sink, the wall clock
+    and how SIGHUP re-reads the configuration. `from_config` builds them from a Config.
+    """
 
     def __init__(
         self,
         config: Config,
+        pipeline: Pipeline,
         *,
-        config_path: Path | None = None,
+        registry: CollectorRegistry | None = None,
+        sinks: SinkFactory = alert_pusher,
         loader: Callable[[], Config] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
+        self.pipeline = pipeline
+        # The pipeline's own source, store and counters: one of each, whoever holds it.
+        self.source = pipeline.source
+        self.store = pipeline.store
+        self.stats = pipeline.stats
         self._clock = clock
+        self._sinks = sinks
         # How SIGHUP re-reads the configuration: the CLI passes its own loader so that command
         # line overrides (--listen, --state-dir, ...) apply again and are not seen as changes.
-        if loader is None and config_path is not None:
-            loader = functools.partial(load_config, config_path)
         self._loader = loader
-        self.rules, self.policy = load_rules_and_policy(config)
-        self.store = StateStore(config.state_dir, busy_timeout=BUSY_TIMEOUT_S)
-        self.source = JournalSource(
-            config.targets, directory=config.journal.directory, files=config.journal.files
-        )
-        self.stats = Stats()
-        self.pipeline = Pipeline(
-            self.source,
-            self.rules,
-            self.policy,
-            self.store,
-            source_key=source_key(config),
-            stats=self.stats,
-            checkpoint_interval=config.checkpoint_interval_seconds,
-        )
         self._stop = False
         self._reload = False
         self._server: BoundedWSGIServer | None = None
@@ -137,7 +162,7 @@ class Daemon:
         self._last_ping = 0.0
         # invocation -> (outcome, checks) last logged, for the most recent startups only.
         self._announced: dict[str, tuple[str, tuple[str, ...] | None]] = {}
-        self.pusher: AlertPusher | None = None
+        self.pusher: FindingSink | None = None
         # unit -> open check id -> invocation (8 hex), for finding_raised / finding_cleared
         self._open_findings: dict[str, dict[str, str]] = {}
         self._pins: dict[str, str] = {}  # unit -> pinned invocation, to log the CLI's (un)pins
@@ -147,7 +172,8 @@ class Daemon:
         self._retry_at: float | None = None
         self._retry_wait = RETRY_FIRST_S
         self._failed_commits = 0
-        registry = CollectorRegistry(auto_describe=False)
+        if registry is None:
+            registry = CollectorRegistry(auto_describe=False)
         registry.register(
             SentinelCollector(
                 views=self.views,
@@ -160,6 +186,41 @@ class Daemon:
         )
         self.registry = registry
         self._snapshot = _Snapshot()
+
+    @classmethod
+    def from_config(
+        cls: type[_D],
+        config: Config,
+        *,
+        loader: Callable[[], Config] | None = None,
+        clock: Callable[[], float] = time.time,
+        sinks: SinkFactory = alert_pusher,
+    ) -> _D:
+        """The daemon `config` describes: its rules and policy, state store, journal source and
+        pipeline, a registry of its own and the Alertmanager pusher."""
+        rules, policy = load_rules_and_policy(config)
+        store = StateStore(config.state_dir, busy_timeout=BUSY_TIMEOUT_S)
+        source = JournalSource(
+            config.targets, directory=config.journal.directory, files=config.journal.files
+        )
+        pipeline = Pipeline(
+            source,
+            rules,
+            policy,
+            store,
+            source_key=source_key(config),
+            stats=Stats(),
+            checkpoint_interval=config.checkpoint_interval_seconds,
+        )
+        return cls(config, pipeline, sinks=sinks, loader=loader, clock=clock)
+
+    @property
+    def rules(self) -> RuleSet:
+        return self.pipeline.rules
+
+    @property
+    def policy(self) -> Policy:
+        return self.pipeline.policy
 
     # -- what the exporter and alerts see ---------------------------------------------------------
 
@@ -308,7 +369,7 @@ class Daemon:
 
     def _loop(self, wake_r: int) -> None:
         poller = select.poll()
-        poller.register(self.source.fileno(), self.source.reader.get_events())
+        poller.register(self.source.fileno(), self.source.poll_events())
         poller.register(wake_r, select.POLLIN)
         self._drain()  # catch up with what is already there
         longest_sleep_s = HOUSEKEEPING_S
@@ -318,9 +379,9 @@ class Daemon:
             longest_sleep_s = min(longest_sleep_s, self._watchdog_s / 4)
         while not self._stop:
             timeout_ms = max(1, int(longest_sleep_s * 1000))
-            jt = self.source.reader.get_timeout_ms()
-            if jt is not None and jt >= 0:
-                timeout_ms = min(timeout_ms, jt)
+            journal_ms = self.source.timeout_ms()
+            if journal_ms is not None:
+                timeout_ms = min(timeout_ms, journal_ms)
             if self._retry_at is not None:
                 wait_ms = int((self._retry_at - time.monotonic()) * 1000)
                 timeout_ms = max(1, min(timeout_ms, wait_ms))
@@ -332,8 +393,7 @@ class Daemon:
                 pass
             if self._stop:
                 break
-            # process() acknowledges the inotify events; without it the fd stays readable.
-            self.source.reader.process()
+            self.source.acknowledge_changes()
             self._drain()
             if self._reload:
                 self._reload = False
@@ -543,60 +603,41 @@ class Daemon:
         """SIGHUP: re-read config, rules and policy; keep the old set if the new one is invalid.
 
         Every setting that can change in a running process is applied; the ones bound at start
-        (what is read, where state lives, the listening socket) are named and kept until restart.
+        (what is read, where state lives, the listening socket, where reading starts) are named
+        and kept until restart. config.reload.ON_RELOAD has the decision for every key.
         """
         try:
-            config = self._loader() if self._loader else self.config
-            rules, policy = load_rules_and_policy(config)
+            loaded = self._loader() if self._loader else self.config
+            rules, policy = load_rules_and_policy(loaded)
         except (ConfigError, RuleError) as exc:
             self.stats.rule_load_errors += 1
             log.error("reload_rejected", problems=exc.problems)
             return
         old = self.config
-        needs_restart = [
-            key
-            for key, before, after in (
-                ("units", old.units, config.units),
-                ("containers", old.containers, config.containers),
-                ("journal", old.journal, config.journal),
-                ("state_dir", old.state_dir, config.state_dir),
-                ("listen", old.listen, config.listen),
-            )
-            if before != after
-        ]
-        self.config = dataclasses.replace(
-            config,
-            units=old.units,
-            containers=old.containers,
-            journal=old.journal,
-            state_dir=old.state_dir,
-            listen=old.listen,
-        )
-        self.rules, self.policy = rules, policy
+        plan = plan_reload(old, loaded)
+        config = self.config = plan.config
         self.pipeline.set_rules(rules)
         self.pipeline.policy = policy
         self.pipeline.checkpoint_interval = config.checkpoint_interval_seconds
-        self.publish()  # the policy may judge the same startups differently now
         configure_logging(config.log.format, config.log.level)
         if config.alertmanager != old.alertmanager:
             self._restart_pusher()
-            self._sync_findings()  # hand the new pusher the open findings now
-        if needs_restart:
-            log.warning("reload_partial", needs_restart=needs_restart)
-        log.info("reload_done", rules=len(rules.rules))
+        # The policy may judge the same startups differently now: the findings it raises or
+        # clears are logged and pushed at once (a new pusher gets the open ones), not at the
+        # next journal entry.
+        self.publish()
+        self._sync_findings()
+        if plan.needs_restart:
+            log.warning("reload_partial", needs_restart=list(plan.needs_restart))
+        log.info("reload_done", rules=len(rules.rules), applied=list(plan.applied))
 
     def _restart_pusher(self) -> None:
-        """(Re)create the alert pusher from the current alertmanager settings."""
+        """(Re)create the alert sink from the current alertmanager settings."""
         if self.pusher is not None:
             self.pusher.stop()
             self.pusher = None
-        if self.config.alertmanager.urls:
-            self.pusher = AlertPusher(
-                self.config.alertmanager,
-                stats=self.stats,
-                instance=default_instance(self.config.listen),
-                generator_url=f"http://{self.config.listen}/metrics",
-            )
+        self.pusher = self._sinks(self.config, self.stats)
+        if self.pusher is not None:
             self.pusher.start()
 
     def _shutdown(self) -> None:
@@ -630,4 +671,4 @@ def _watchdog_interval() -> float:
 
 def run_daemon(config: Config, *, loader: Callable[[], Config] | None = None) -> int:
     configure_logging(config.log.format, config.log.level)
-    return Daemon(config, loader=loader).run()
+    return Daemon.from_config(config, loader=loader).run()

@@ -14,8 +14,9 @@ Pure Python on purpose (no numpy/scipy): a few hundred samples per startup at mo
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from math import floor, log2
 from typing import Any, Final
 
 # Rules whose lines the decode state reads (their ids in rules/50-runtime.yaml and 20-cuda-graph.yaml).
@@ -50,6 +51,14 @@ _TOKEN = b"token: "  # `#token: N` (plain pool) or `#full token: N` (SWA / SSM p
 _GRAPH = b" graph: "  # `cuda graph:` or, 0.5.3 .. 0.5.7 on CPU, `cpu graph:`
 _GEN = b"gen throughput (token/s): "
 _ACCEPT = b"accept len: "
+# Entries of each of decode_line's memos before it starts over (a garbage journal's batch
+# sizes cannot grow it without bound).
+_MEMO_CAP: Final = 4096
+_RUNNING_LEN: Final = len(_RUNNING)
+_GRAPH_LEN: Final = len(_GRAPH)
+_GEN_LEN: Final = len(_GEN)
+_TOKEN_LEN: Final = len(_TOKEN)
+_ACCEPT_LEN: Final = len(_ACCEPT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +173,11 @@ class DecodeState:
     buckets: dict[str, list[list[float]]] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     phases: dict[str, float] = field(default_factory=dict)
+    # decode_line's memo: (`captured`, {#running-req * 64 + context octave (63: none) ->
+    # (padded size, bucket key), ("": above the largest captured size)})
+    _memo: tuple[Sequence[int], dict[int, tuple[float, str]]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def _count(self, name: str, n: int = 1) -> None:
         self.counts[name] = self.counts.get(name, 0) + n
@@ -199,67 +213,175 @@ class DecodeState:
         if state is not None and state.bs is not None and state.dirty is None:
             state.dirty = reason
 
+    def prefill_line(self, raw: bytes, shape: bytes) -> None:
+        """`observe` of a prefill line (`shape` as for `decode_line`): it dirties its DP rank's
+        open interval."""
+        lay = _LAYOUTS.get(shape)
+        if lay is None:
+            if len(_LAYOUTS) >= _MEMO_CAP:
+                _LAYOUTS.clear()
+            lay = _LAYOUTS[shape] = _layout(raw)
+        rank_at = lay[3]
+        state = self.ranks.get(int(raw[rank_at : lay[4]]) if rank_at else 0)
+        if state is not None and state.bs is not None and state.dirty is None:
+            state.dirty = "prefill"
+
     def _decode(self, line: bytes | str, ts: float, ready_at: float | None, warmup: float) -> None:
-        # Nearly every line of a busy server is a decode line: read only #running-req and the
-        # graph flag until the interval is known to be clean, then the rest.
         raw = line.encode("utf-8", "replace") if isinstance(line, str) else line
-        i = raw.find(_RUNNING)
-        if i < 0:
-            return
-        i += len(_RUNNING)
-        j = raw.find(b",", i)
+        self.decode_line(raw, raw.translate(SHAPE_MASK), None, ready_at, warmup, ts)
+
+    def decode_line(
+        self,
+        raw: bytes,
+        shape: bytes,
+        realtime_us: Callable[[], int] | None,
+        ready_at: float | None,
+        warmup: float,
+        ts: float = 0.0,
+    ) -> None:
+        """One decode line, in journal order: what `observe` does with it.
+
+        `shape` is `raw.translate(SHAPE_MASK)` (or any mask that maps every digit to one digit
+        and leaves the rest alone): the feed has it already, as its matcher's memo key. The time is
+        `realtime_us() / 1e6`, read only when the warm-up test needs it (`ts` without
+        `realtime_us`).
+
+        Nearly every line of a busy server comes here. Lines of one shape have their fields at
+        the same offsets (and the same `cuda graph` flag, which is letters), so the offsets are
+        found once per shape (`_layout`) and a line costs a few slices: #running-req, the DP
+        rank, the interval's drop tests in `_drop_reason`'s order, and only for an interval
+        that may be clean the other fields. Counters are bumped in place: `counts` keeps its
+        key order (the order in which each count first happened), which is serialised.
+        """
+        lay = _LAYOUTS.get(shape)
+        if lay is None:
+            if len(_LAYOUTS) >= _MEMO_CAP:
+                _LAYOUTS.clear()
+            lay = _LAYOUTS[shape] = _layout(raw)
+        rs, re_, graph, rank_at, rank_end, fields = lay
         try:
-            running = int(raw[i:j] if j >= 0 else raw[i:])
+            running = int(raw[rs:re_])
         except ValueError:
-            return
-        g = raw.find(_GRAPH, i)
-        graph = None if g < 0 else raw.startswith(b"True", g + len(_GRAPH))
+            return  # no #running-req field (an empty slice), or not a number
         counts = self.counts
-        counts["decode_lines"] = counts.get("decode_lines", 0) + 1
+        try:
+            counts["decode_lines"] += 1
+        except KeyError:
+            counts["decode_lines"] = 1
         if graph is False:
-            counts["graph_off_lines"] = counts.get("graph_off_lines", 0) + 1
-        rank = dp_rank(raw)
-        state = self.ranks.get(rank)
+            try:
+                counts["graph_off_lines"] += 1
+            except KeyError:
+                counts["graph_off_lines"] = 1
+        rank = int(raw[rank_at:rank_end]) if rank_at else 0
+        ranks = self.ranks
+        state = ranks.get(rank)
         if state is None:
-            state = self.ranks[rank] = _RankState()
-        prev_bs, dirty = state.bs, state.dirty
-        state.bs, state.dirty = running, None
-        reason = _drop_reason(running, graph, prev_bs, dirty, ts, ready_at, warmup)
-        if reason is None:
-            parsed = parse_decode_line(raw)
-            if parsed is None or not _sane(parsed):
-                reason = "invalid"
-        if reason is not None:
-            name = "dropped_" + reason
-            counts[name] = counts.get(name, 0) + 1
+            state = ranks[rank] = _RankState()
+        prev_bs = state.bs
+        dirty = state.dirty
+        state.bs = running
+        state.dirty = None
+        # _drop_reason, inline (same tests, same order).
+        if prev_bs is None:
+            name = "dropped_first"  # its timer started at scheduler init
+        elif dirty is not None:
+            # prefill (or idle, which always ends in a prefill), retraction, OOM
+            name = _DROPPED.get(dirty) or "dropped_" + dirty
+        elif graph is False:
+            name = "dropped_no_graph"
+        elif ready_at is None or (
+            (realtime_us() / 1e6 if realtime_us is not None else ts) < ready_at + warmup
+        ):
+            name = "dropped_warmup"
+        elif running <= 0:
+            name = "dropped_idle"
+        elif (
+            (drift if (drift := running - prev_bs) >= 0 else -drift)  # abs(), without the call
+            > (bound if (bound := 0.25 * running) > 1.0 else 1.0)  # max(1.0, ...)
+        ):
+            name = "dropped_batch_drift"
+        else:
+            name = ""
+        if name:
+            try:
+                counts[name] += 1
+            except KeyError:
+                counts[name] = 1
             return
-        assert prev_bs is not None and parsed is not None  # the first line was dropped
-        graph_bs = graph_size(running, self.captured or DEFAULT_CAPTURE_BS)
-        if graph_bs is None:
+        # parse_decode_line's other fields and _sane's bounds, for this line only.
+        gen_at, gen_end, tokens_at, tokens_end, accept_at, accept_end = fields
+        try:
+            if gen_at < 0:
+                raise ValueError
+            gen = float(raw[gen_at:gen_end])
+            tokens = int(raw[tokens_at:tokens_end]) if tokens_at >= 0 else None
+            accept = float(raw[accept_at:accept_end]) if accept_at >= 0 else 0.0
+        except ValueError:
+            ok = False
+        else:
+            ok = (
+                0 < gen < 1e9
+                and running < 1e7  # and > 0: not idle
+                and (tokens is None or 0 <= tokens < 1e13)
+                and 0 <= accept < 1e3
+            )
+        if not ok:
+            try:
+                counts["dropped_invalid"] += 1
+            except KeyError:
+                counts["dropped_invalid"] = 1
+            return
+        # The bucket: the captured size the batch pads to and the context octave, memoised per
+        # capture list (the same few keys come back line after line).
+        if tokens is not None:
+            per_request = tokens / running
+            octave = floor(log2(1.0 if per_request < 1.0 else per_request))  # ctx_bucket
+            ctx: int | None = octave
+            slot = running * 64 + octave  # octave <= log2(1e13) < 63
+        else:
+            per_request = 0.0
+            ctx = None
+            slot = running * 64 + 63
+        memo = self._memo
+        if memo is None or memo[0] is not self.captured:
+            memo = self._memo = (self.captured, {})
+        slots = memo[1]
+        bucket = slots.get(slot)
+        if bucket is None:
+            if len(slots) >= _MEMO_CAP:
+                slots.clear()
+            graph_bs = graph_size(running, self.captured or DEFAULT_CAPTURE_BS)
+            bucket = slots[slot] = (
+                (float(graph_bs), bucket_key(graph_bs, ctx)) if graph_bs is not None else (0.0, "")
+            )
+        padded, key = bucket
+        if not key:
             self._count("dropped_over_ceiling")
             return
-        tokens = parsed.tokens
-        ctx = ctx_bucket(tokens / running) if tokens is not None else None
-        key = bucket_key(graph_bs, ctx)
-        samples = self.buckets.get(key)
+        assert prev_bs is not None  # the first line was dropped
+        buckets = self.buckets
+        samples = buckets.get(key)
         if samples is None:
-            if len(self.buckets) >= MAX_BUCKETS:
+            if len(buckets) >= MAX_BUCKETS:
                 self._count("dropped_bucket_cap")
                 return
-            samples = self.buckets[key] = []
-        gen = parsed.gen
+            samples = buckets[key] = []
         samples.append(
             [
-                _sig(2 * gen / (prev_bs + running)),  # per-request rate over the mean batch
-                parsed.accept_len or 0.0,
+                _round3(2 * gen / (prev_bs + running)),  # per-request rate over the mean batch
+                accept or 0.0,
                 gen,
-                float(graph_bs),
-                _sig(tokens / running) if tokens is not None else 0.0,
+                padded,
+                _round3(per_request) if tokens is not None else 0.0,
             ]
         )
         if len(samples) > MAX_SAMPLES_PER_BUCKET:
             del samples[0]
-        counts["clean"] = counts.get("clean", 0) + 1
+        try:
+            counts["clean"] += 1
+        except KeyError:
+            counts["clean"] = 1
 
     # -- persistence ------------------------------------------------------------------------
 
@@ -290,43 +412,77 @@ class DecodeState:
         )
 
 
-def _drop_reason(
-    running: int,
-    graph: bool | None,
-    prev_bs: int | None,
-    dirty: str | None,
-    ts: float,
-    ready_at: float | None,
-    warmup: float,
-) -> str | None:
-    """Why this interval does not measure decoding alone; None when it may be clean."""
-    if prev_bs is None:
-        return "first"  # its timer started at scheduler init
-    if dirty is not None:
-        return dirty  # prefill (or idle, which always ends in a prefill), retraction, OOM
-    if graph is False:
-        return "no_graph"
-    if ready_at is None or ts < ready_at + warmup:
-        return "warmup"
-    if running <= 0:
-        return "idle"
-    if abs(running - prev_bs) > max(1.0, 0.25 * running):
-        return "batch_drift"
-    return None
+# A decode line's offsets, found once per line shape (see `DecodeState.decode_line`):
+# #running-req value (start, end), cuda graph flag (None: no field), DP rank digits (start,
+# end; 0, 0 without a rank), and (start, end) of gen throughput, #token and accept len
+# (start -1: no such field).
+_Layout = tuple[int, int, bool | None, int, int, tuple[int, int, int, int, int, int]]
+# The shape of a line: every digit masked as "0" (the matcher's memo key, MASK_DIGITS).
+SHAPE_MASK: Final = bytes.maketrans(b"0123456789", b"0000000000")
+# shape -> layout; bounded by _MEMO_CAP.
+_LAYOUTS: dict[bytes, _Layout] = {}
 
 
-def _sane(line: DecodeLine) -> bool:
-    """Values a real decode line can have (a 400-digit #token or `inf` throughput cannot)."""
+def _value_at(raw: bytes, key: bytes, start: int) -> tuple[int, int]:
+    """(start, end) of `_field(raw, key, start)`, (-1, -1) without it."""
+    i = raw.find(key, start)
+    if i < 0:
+        return -1, -1
+    i += len(key)
+    j = raw.find(b",", i)
+    return i, j if j >= 0 else len(raw)
+
+
+def _layout(raw: bytes) -> _Layout:
+    """The offsets of a decode line's fields, as `_decode`/`parse_decode_line`/`dp_rank`
+    find them; the same for every line of its shape (no key searched for has a digit)."""
+    rank_at = rank_end = 0
+    if raw.startswith(b"["):
+        end = raw.find(b"]")
+        r = raw.find(b" DP", 0, end)
+        if r >= 0:
+            e = r + 3
+            while e < end and 48 <= raw[e] <= 57:
+                e += 1
+            if e > r + 3:
+                rank_at, rank_end = r + 3, e
+    i = raw.find(_RUNNING)
+    if i < 0:  # not a decode line: its empty #running-req slice is not a number
+        return 0, 0, None, rank_at, rank_end, (-1, -1, -1, -1, -1, -1)
+    rs, re_ = _value_at(raw, _RUNNING, i)
+    g = raw.find(_GRAPH, rs)
+    graph = None if g < 0 else raw.startswith(b"True", g + _GRAPH_LEN)
     return (
-        0 < line.gen < 1e9
-        and 0 < line.running < 1e7
-        and (line.tokens is None or 0 <= line.tokens < 1e13)
-        and (line.accept_len is None or 0 <= line.accept_len < 1e3)
+        rs,
+        re_,
+        graph,
+        rank_at,
+        rank_end,
+        (*_value_at(raw, _GEN, i), *_value_at(raw, _TOKEN, i), *_value_at(raw, _ACCEPT, i)),
     )
 
 
-def _sig(x: float) -> float:
-    """Three decimals (the line prints two): the samples are persisted with every record update."""
+# The count of each dirty interval's reason (a reason restored from an older state may not be here).
+_DROPPED: Final[Mapping[str, str]] = {r: "dropped_" + r for r in ("prefill", "retract", "oom")}
+
+
+def _round3(x: float) -> float:
+    """`round(x, 3)` (the samples' three decimals), without its decimal conversion for the
+    values samples have.
+
+    For 0 < y = x * 1000 < 2**31 the product is within 2**-23 of the exact one, so unless its
+    fraction is that close to one half, the exact value rounds to the integer y rounds to, n;
+    and n / 1000 (one correctly rounded division) is the float nearest to n * 10**-3, which is
+    what `round` returns. Anything else goes to `round`.
+    """
+    y = x * 1000.0
+    if 0.0 < y < 2147483648.0:
+        n = int(y)
+        f = y - n
+        if f < 0.4999995:
+            return n / 1000.0
+        if f > 0.5000005:
+            return (n + 1) / 1000.0
     return round(x, 3)
 
 

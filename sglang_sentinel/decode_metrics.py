@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from .decode import phase_durations
+from .facts import metric_of
 from .model import Comparison, StartupRecord
 
 PREFIX = "sglang_sentinel_"
@@ -75,15 +76,10 @@ def decode_metrics(views: Sequence[_View]) -> Iterator[Metric]:
         "`Decode/Prefill out of memory` lines in the latest startup.",
         labels=["unit"],
     )
-    max_bs = GaugeMetricFamily(
-        PREFIX + "cuda_graph_max_batch_size",
-        "Largest batch size the decode CUDA graph was captured for.",
-        labels=["unit"],
-    )
+    max_bs_metric = metric_of("cuda_graph_max_bs")  # facts.py
+    max_bs = GaugeMetricFamily(PREFIX + max_bs_metric.name, max_bs_metric.help, labels=["unit"])
     base_max_bs = GaugeMetricFamily(
-        PREFIX + "baseline_cuda_graph_max_batch_size",
-        "Baseline startup's largest captured CUDA-graph batch size.",
-        labels=["unit"],
+        PREFIX + "baseline_" + max_bs_metric.name, max_bs_metric.baseline_text, labels=["unit"]
     )
     phase = GaugeMetricFamily(
         PREFIX + "startup_phase_seconds",

@@ -20,6 +20,7 @@ from html import escape
 from .compare import Policy
 from .decode import describe
 from .evidence import render_evidence
+from .facts import page_facts
 from .model import SEVERITY_ORDER, Comparison, FactValue, Finding, StartupRecord
 from .pipeline import evaluate
 from .report import compact_evidence, merged_evidence
@@ -35,7 +36,7 @@ _SEVERITY_ICON = {"critical": "✖", "warning": "⚠", "info": "ℹ"}
 
 
 @dataclass(frozen=True, slots=True)
-class Fact:
+class KeyFact:
     """One key fact of the page: its record key, label, unit suffix and the check that guards it."""
 
     key: str
@@ -45,16 +46,11 @@ class Fact:
     chart: bool = False
 
 
-KEY_FACTS: Sequence[Fact] = (
-    Fact("max_running_requests", "max_running_requests", "", "max_running_requests_drop", True),
-    Fact("kv_cache_tokens", "KV cache tokens", "", "kv_cache_tokens_drop", True),
-    Fact("max_total_num_tokens", "max_total_num_tokens"),
-    Fact("load_avail_mem_gb", "free GPU memory at load", " GB", None, True),
-    Fact("cuda_graph", "CUDA graph", "", "cuda_graph_disabled"),
-    Fact("piecewise_cuda_graph", "piecewise CUDA graph", "", "piecewise_cuda_graph_disabled"),
-    Fact("moe_config_missing", "MoE configs missing", "", "moe_config_missing"),
-    Fact("weight_load_seconds", "weight load", " s"),
-    Fact("startup_seconds", "time to ready", " s", None, True),
+# The page's key facts, from the registry (facts.py: `page`).
+KEY_FACTS: Sequence[KeyFact] = tuple(
+    KeyFact(f.name, f.page.label, f" {f.unit}" if f.unit else "", f.page.check, f.page.chart)
+    for f in page_facts()
+    if f.page is not None
 )
 
 
@@ -385,7 +381,7 @@ def _charts(s: UnitStatus) -> str:
 
 
 def _chart(
-    fact: Fact,
+    fact: KeyFact,
     history: Sequence[StartupRecord],
     baseline: StartupRecord | None,
     severity: str | None,

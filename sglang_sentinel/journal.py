@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +75,7 @@ class JournalSource:
         *,
         directory: Path | None = None,
         files: Sequence[Path] = (),
+        open_reader: Callable[[], Any] | None = None,
     ) -> None:
         if not units:
             raise JournalError("no units to watch")
@@ -87,6 +88,8 @@ class JournalSource:
         self._last_start: bytes | None = None  # set by _entry for a container start's line
         self.directory = directory
         self.files = tuple(files)
+        # How one libsystemd reader is opened; a seam for tests that need a reader misbehave.
+        self._open_reader = open_reader
         self._reader: Any = None  # the units' own lines (one match per unit)
         self._side: Any = None  # PID 1's lines about the units and their coredumps
         self._probe: Any = None  # like _reader; only positioned, to find where a side line goes
@@ -173,6 +176,8 @@ class JournalSource:
                 self._side.add_match(_BOOT_ID=boot)
 
     def _open_one(self) -> Any:
+        if self._open_reader is not None:
+            return self._open_reader()
         try:
             if self.directory is not None:
                 if not self.directory.is_dir():
@@ -622,7 +627,24 @@ class JournalSource:
             return None
 
     def fileno(self) -> int:
+        """The fd that becomes readable when the journal changes (inotify), for poll()."""
         return int(self.reader.fileno())
+
+    def poll_events(self) -> int:
+        """The poll() event mask to wait for on `fileno()`."""
+        return int(self.reader.get_events())
+
+    def timeout_ms(self) -> int | None:
+        """The longest poll() may sleep before the journal needs a look anyway (None: no limit).
+
+        libsystemd asks for one when it cannot watch every file with inotify.
+        """
+        timeout = self.reader.get_timeout_ms()
+        return None if timeout is None or timeout < 0 else int(timeout)
+
+    def acknowledge_changes(self) -> None:
+        """Take in what woke `fileno()` (new or rotated files); until then the fd stays readable."""
+        self.reader.process()
 
     def close(self) -> None:
         for reader in (self._reader, self._side, self._probe):

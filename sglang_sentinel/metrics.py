@@ -24,72 +24,14 @@ from . import __version__
 from .baseline_file import model_label, record_sha256, tp_label
 from .compare import CHECKS, Policy, reached_tiers
 from .decode_metrics import decode_metrics
+from .facts import Fact, metric_facts, metric_of
 from .model import Comparison, FactValue, StartupRecord, Stats
 
 PREFIX = "sglang_sentinel_"
-GIB = float(2**30)  # SGLang's "GB" is torch's bytes / 2**30
-
-
-@dataclass(frozen=True, slots=True)
-class FactMetric:
-    fact: str
-    name: str  # without prefix; the baseline series is PREFIX + "baseline_" + name
-    help: str
-    scale: float = 1.0
-
-
-FACT_METRICS: Sequence[FactMetric] = (
-    FactMetric(
-        "max_running_requests",
-        "max_running_requests",
-        "Effective max_running_requests from the TP0 summary line.",
-    ),
-    FactMetric(
-        "max_total_num_tokens",
-        "max_total_num_tokens",
-        "KV pool size in tokens from the TP0 summary line.",
-    ),
-    FactMetric("kv_cache_tokens", "kv_cache_tokens", "Tokens in the allocated KV cache."),
-    FactMetric("context_len", "context_length_tokens", "Model context length in tokens."),
-    FactMetric("chunked_prefill_size", "chunked_prefill_size_tokens", "Chunked prefill size."),
-    FactMetric(
-        "available_gpu_mem_gb",
-        "available_gpu_memory_bytes",
-        "Free GPU memory after startup captures (summary line).",
-        GIB,
-    ),
-    FactMetric(
-        "load_avail_mem_gb",
-        "load_available_gpu_memory_bytes",
-        "Free GPU memory at 'Load weight begin'.",
-        GIB,
-    ),
-    FactMetric("weight_mem_gb", "weight_memory_bytes", "GPU memory taken by the weights.", GIB),
-    FactMetric("cuda_graph", "cuda_graph_enabled", "1 if decode CUDA graphs were captured."),
-    FactMetric(
-        "piecewise_cuda_graph",
-        "piecewise_cuda_graph_enabled",
-        "1 if piecewise (prefill) CUDA graphs were captured.",
-    ),
-    FactMetric(
-        "moe_config_missing",
-        "moe_configs_missing",
-        "Distinct Triton MoE kernel config files missing (untuned kernels).",
-    ),
-    FactMetric("weight_load_seconds", "weight_load_duration_seconds", "Weight loading time."),
-    FactMetric("startup_seconds", "startup_duration_seconds", "From service start to ready."),
-)
-
-RUNTIME_METRICS = (
-    (
-        "gen_throughput",
-        "generation_throughput_tokens_per_second",
-        "Generation throughput from the latest decode batch line.",
-    ),
-    ("running_requests", "running_requests", "Running requests in the latest batch line."),
-    ("queued_requests", "queued_requests", "Queued requests in the latest batch line."),
-    ("token_usage", "token_usage_ratio", "KV token usage (0-1) in the latest batch line."),
-)
+# The facts exported as gauges, in /metrics order (facts.py: `metric`). A startup fact has a
+# baseline_ series too; a runtime fact is the latest batch line's value.
+FACT_METRICS: Sequence[Fact] = metric_facts("startup")
+RUNTIME_METRICS: Sequence[Fact] = metric_facts("runtime")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +48,14 @@ class UnitView:
     # The latest batch-line values of `comparison`'s startup (model.RuntimeView): in memory
     # only, so empty after a restart until the next batch line.
     runtime: Mapping[str, FactValue] = field(default_factory=dict)
+
+
+def fact_gauge(fact: Fact, *, baseline: bool) -> GaugeMetricFamily:
+    """The empty gauge family of a fact's metric (facts.py), or of its baseline series."""
+    m = metric_of(fact.name)
+    if baseline:
+        return GaugeMetricFamily(PREFIX + "baseline_" + m.name, m.baseline_text, labels=["unit"])
+    return GaugeMetricFamily(PREFIX + m.name, m.help, labels=["unit"])
 
 
 def fact_value(value: FactValue, scale: float = 1.0) -> float | None:
@@ -159,22 +109,9 @@ class SentinelCollector(Collector):
     def _startup_metrics(self, views: Sequence[UnitView], pinned: set[str]) -> Iterator[Metric]:
         policy = self._policy()
         gpu = self._gpu()
-        current = {
-            m.fact: GaugeMetricFamily(PREFIX + m.name, m.help, labels=["unit"])
-            for m in FACT_METRICS
-        }
-        base = {
-            m.fact: GaugeMetricFamily(
-                PREFIX + "baseline_" + m.name,
-                "Baseline startup's value: " + m.help,
-                labels=["unit"],
-            )
-            for m in FACT_METRICS
-        }
-        runtime = {
-            fact: GaugeMetricFamily(PREFIX + name, help_, labels=["unit"])
-            for fact, name, help_ in RUNTIME_METRICS
-        }
+        current = {f.name: fact_gauge(f, baseline=False) for f in FACT_METRICS}
+        base = {f.name: fact_gauge(f, baseline=True) for f in FACT_METRICS}
+        runtime = {f.name: fact_gauge(f, baseline=False) for f in RUNTIME_METRICS}
         regression = GaugeMetricFamily(
             PREFIX + "regression",
             "1 while the latest startup shows this regression against its baseline at this "
@@ -247,18 +184,18 @@ class SentinelCollector(Collector):
             if c is None:
                 continue
             r = c.record
-            for m in FACT_METRICS:
-                v = fact_value(r.facts.get(m.fact), m.scale)
+            for fact in FACT_METRICS:
+                v = fact_value(r.facts.get(fact.name), fact.scale)
                 if v is not None:
-                    current[m.fact].add_metric([unit], v)
+                    current[fact.name].add_metric([unit], v)
                 if c.baseline is not None:
-                    bv = fact_value(c.baseline.facts.get(m.fact), m.scale)
+                    bv = fact_value(c.baseline.facts.get(fact.name), fact.scale)
                     if bv is not None:
-                        base[m.fact].add_metric([unit], bv)
-            for fact, _, _ in RUNTIME_METRICS:
-                rv = fact_value(view.runtime.get(fact))
+                        base[fact.name].add_metric([unit], bv)
+            for fact in RUNTIME_METRICS:
+                rv = fact_value(view.runtime.get(fact.name), fact.scale)
                 if rv is not None:
-                    runtime[fact].add_metric([unit], rv)
+                    runtime[fact.name].add_metric([unit], rv)
             firing = {f.check: f for f in c.findings}
             for check in CHECKS:
                 if check == "startup_stalled":

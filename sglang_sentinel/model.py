@@ -13,59 +13,7 @@ from typing import Any, Literal
 # A fact value as rules produce it and records store it. Lists are tuples so records stay hashable.
 FactValue = int | float | bool | str | tuple[str, ...] | None
 
-# Facts that batch lines report after ready; they describe load, not the startup.
-RUNTIME_FACTS = frozenset(
-    {
-        "gen_throughput",
-        "input_throughput",
-        "running_requests",
-        "queued_requests",
-        "token_usage",
-        "retracted_requests",
-        "out_of_memory",
-    }
-)
-
-# The facts every startup record carries (None when not seen), in report order.
-STARTUP_FACTS = (
-    "max_running_requests",
-    "max_total_num_tokens",
-    "chunked_prefill_size",
-    "max_prefill_tokens",
-    "context_len",
-    "available_gpu_mem_gb",
-    "available_cpu_mem_gb",
-    "load_avail_mem_gb",
-    "kv_cache_tokens",
-    "kv_cache_gb",
-    "mamba_cache_size",
-    "memory_pool_avail_gb",
-    "cuda_graph",
-    "cuda_graph_disabled_reason",
-    "cuda_graph_mem_gb",
-    "piecewise_cuda_graph",
-    "piecewise_cuda_graph_disabled_reason",
-    "moe_config_missing",
-    "moe_config_fallback",
-    "weight_load_seconds",
-    "weight_mem_gb",
-    "startup_seconds",
-    "tp_size",
-    "dp_size",
-    "model_path",
-    "model_arch",
-    "attention_backend",
-    "kv_cache_dtype",
-    "cuda_graph_max_bs",
-    "mamba_running_cap",
-    "mamba_running_cap_reason",
-)
-
-# Facts that steer the startup tracker instead of being stored as facts.
-CONTROL_FACTS = frozenset({"server_args_repr", "ready", "failure_reason"})
-
-# Every fact name a rule may produce; `rules check` rejects any other.
-KNOWN_FACTS = frozenset(STARTUP_FACTS) | RUNTIME_FACTS | CONTROL_FACTS
+# Fact names, their types and scopes: facts.py (the registry).
 
 Outcome = Literal["ready", "failed", "starting"]
 Severity = Literal["info", "warning", "critical"]

@@ -10,18 +10,14 @@ from typing import Any
 from .codec import plain
 from .decode import describe, phase_durations
 from .evidence import render_evidence
-from .model import SEVERITY_ORDER, STARTUP_FACTS, Comparison, Evidence, Finding, StartupRecord
+from .facts import STARTUP_FACTS, report_facts
+from .model import SEVERITY_ORDER, Comparison, Evidence, Finding, StartupRecord
 from .text import duration
 
-# Facts whose absence a person should be told about on a ready startup.
-_CORE_FACTS = (
-    "max_running_requests",
-    "max_total_num_tokens",
-    "kv_cache_tokens",
-    "cuda_graph",
-    "piecewise_cuda_graph",
-    "load_avail_mem_gb",
-)
+# The facts line's facts (facts.py), and those whose absence a person should be told about on a
+# ready startup.
+_LINE_FACTS = report_facts()
+_CORE_FACTS = tuple(f.name for f in _LINE_FACTS if f.report and f.report.core)
 _MAX_EVIDENCE = 6
 
 
@@ -188,22 +184,13 @@ def compact_evidence(evidence: Sequence[Evidence]) -> str:
 
 
 def _fact_line(r: StartupRecord) -> str:
-    f = r.facts
     parts = []
-    for key, label in (
-        ("max_running_requests", "max_running_requests"),
-        ("max_total_num_tokens", "max_total_num_tokens"),
-        ("kv_cache_tokens", "kv_tokens"),
-        ("cuda_graph", "cuda_graph"),
-        ("piecewise_cuda_graph", "piecewise_cuda_graph"),
-        ("load_avail_mem_gb", "free_at_load_gb"),
-    ):
-        value = f.get(key)
-        if value is not None:
-            parts.append(f"{label}={value}")
-    missing = f.get("moe_config_missing")
-    if isinstance(missing, tuple) and missing:
-        parts.append(f"moe_configs_missing={len(missing)}")
+    for fact in _LINE_FACTS:
+        value = r.facts.get(fact.name)
+        if fact.type == "list":  # shown as a count, and only when there is one
+            value = len(value) if isinstance(value, tuple) and value else None
+        if value is not None and fact.report is not None:
+            parts.append(f"{fact.report.label}={value}")
     return "facts     " + " ".join(parts) if parts else "facts     none seen"
 
 

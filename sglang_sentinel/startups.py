@@ -17,12 +17,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .codec import facts_from_doc, plain
-from .decode import DECODE_RULE, OBSERVED_RULES, PHASE_RULES, DecodeState
+from .decode import (
+    DECODE_RULE,
+    OBSERVED_RULES,
+    PHASE_RULES,
+    PREFILL_RULE,
+    SHAPE_MASK,
+    DecodeState,
+)
 from .evidence import evidence_from_json, evidence_to_json
 from .fact_ranges import sane_facts
+from .facts import FROM_SETTINGS, RUNTIME_FACTS, STARTUP_FACTS
 from .model import (
-    RUNTIME_FACTS,
-    STARTUP_FACTS,
     UNIT_FAILED,
     UNIT_PROCESS_EXIT,
     UNIT_STARTED,
@@ -49,16 +55,6 @@ from .text import clean_message
 ErrorSink = Callable[[str, Exception], None]
 _MISS: Any = object()  # a line the matcher's known answers do not have
 
-# Facts the tracker takes from server_args when no log line reported them.
-_FROM_SETTINGS = (
-    "tp_size",
-    "dp_size",
-    "model_path",
-    "attention_backend",
-    "chunked_prefill_size",
-    "cuda_graph",
-    "piecewise_cuda_graph",
-)
 _EXIT_RE = re.compile(r"code=(\w+), status=(\S+)")
 _RESULT_RE = re.compile(r"Failed with result '([^']+)'")
 _TRACEBACK_HEAD = "Traceback (most recent call last):"
@@ -185,7 +181,7 @@ class _Builder:
         facts: dict[str, FactValue] = dict.fromkeys(STARTUP_FACTS)
         facts.update(self.facts)
         settings = normalized_settings(self.server_args) if self.server_args else {}
-        for name in _FROM_SETTINGS:
+        for name in FROM_SETTINGS:  # facts.py: from server_args when no line said
             if facts.get(name) is None and settings.get(name) is not None:
                 value = settings[name]
                 if isinstance(value, int | float | bool | str):
@@ -413,7 +409,9 @@ class StartupTracker:
             try:
                 if b is not None and item.__class__ is bytes:
                     raw: bytes = item
-                    verdict: Any = known_get(raw.translate(mask), _MISS) if known_get else _MISS
+                    # The digit-masked line: the matcher's key, and decode_line's line shape.
+                    shape = raw.translate(mask) if known_get else b""
+                    verdict: Any = known_get(shape, _MISS) if known_get else _MISS
                     if verdict is None:
                         continue  # no rule matches a line of this shape
                     if verdict.__class__ is not BatchMatch:
@@ -422,8 +420,20 @@ class StartupTracker:
                         except Exception as exc:
                             raise _StageFault("rules") from exc
                     if verdict.__class__ is BatchMatch:
-                        if verdict.rule.id in OBSERVED_RULES:
-                            self._observe(b, verdict.rule.id, raw, realtime_us)
+                        rid = verdict.rule.id
+                        if rid in OBSERVED_RULES:
+                            if rid == DECODE_RULE:  # nearly every line of a busy server
+                                b.decode.decode_line(
+                                    raw,
+                                    shape or raw.translate(SHAPE_MASK),
+                                    realtime_us,
+                                    b.ready_at,
+                                    self.decode_warmup_seconds,
+                                )
+                            elif rid == PREFILL_RULE:
+                                b.decode.prefill_line(raw, shape or raw.translate(SHAPE_MASK))
+                            else:
+                                self._observe(b, rid, raw, realtime_us)
                         if verdict is not run:
                             if run is not None:
                                 _add_hits(run.rule.id, run_lines, hits, tracker_hits)

@@ -210,7 +210,7 @@ def scrape_in_process(journal: Path, state: Path, units: Sequence[str] = ()) -> 
     overrides: dict[str, object] = {"journal.directory": str(journal), "state_dir": str(state)}
     if units:
         overrides["units"] = list(units)
-    daemon = Daemon(load_config(overrides=overrides, environ={}))
+    daemon = Daemon.from_config(load_config(overrides=overrides, environ={}))
     daemon.source.open()
     try:
         daemon.pipeline.resume(from_boot_start=False)

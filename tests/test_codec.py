@@ -22,7 +22,8 @@ from sglang_sentinel.codec import (
     record_to_json,
 )
 from sglang_sentinel.evidence import note
-from sglang_sentinel.model import STARTUP_FACTS, Evidence, StartupRecord
+from sglang_sentinel.facts import STARTUP_FACTS
+from sglang_sentinel.model import Evidence, StartupRecord
 from sglang_sentinel.state import StateStore
 
 # Values JSON gives back as they went in (nan is never equal to itself, so it is left out).

@@ -9,7 +9,8 @@ import pytest
 
 from sglang_sentinel.compare import Policy, compare, load_policy
 from sglang_sentinel.errors import ConfigError
-from sglang_sentinel.model import STARTUP_FACTS, FactValue, Finding, Outcome, StartupRecord
+from sglang_sentinel.facts import STARTUP_FACTS
+from sglang_sentinel.model import FactValue, Finding, Outcome, StartupRecord
 
 POLICY = load_policy()
 

@@ -25,7 +25,7 @@ def test_scrapes_never_touch_the_state_store(seed_journal_dir: Path, tmp_path: P
         overrides={"journal.directory": str(seed_journal_dir), "state_dir": str(tmp_path / "s")},
         environ={},
     )
-    daemon = Daemon(config)
+    daemon = Daemon.from_config(config)
     daemon.source.open()
     daemon.pipeline.resume(from_boot_start=False)
     before = generate_latest(daemon.registry).decode()

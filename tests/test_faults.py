@@ -476,7 +476,7 @@ def test_a_unit_whose_metrics_raise_leaves_the_others_on_metrics(
     config = Config(
         units=(UNIT, other), journal=JournalConfig(directory=journal), state_dir=tmp_path / "s"
     )
-    d = Daemon(config)
+    d = Daemon.from_config(config)
     d.source.open()
     d.pipeline.resume(from_boot_start=False)
     drain(d.pipeline)

@@ -15,9 +15,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from sglang_sentinel.cli import main
 from sglang_sentinel.compare import load_policy
 from sglang_sentinel.evidence import render_evidence
-from sglang_sentinel.fact_ranges import FACT_RANGES, problem, sane_facts
+from sglang_sentinel.fact_ranges import problem, sane_facts
+from sglang_sentinel.facts import KNOWN_FACTS, RANGES, STARTUP_FACTS
 from sglang_sentinel.metrics import SentinelCollector, UnitView
-from sglang_sentinel.model import STARTUP_FACTS, Comparison, StartupRecord, Stats
+from sglang_sentinel.model import Comparison, StartupRecord, Stats
 
 HUGE = "9" * 400
 UNIT = "sglang-qwen.service"
@@ -58,9 +59,7 @@ def _scan(
 
 
 def test_every_ranged_fact_is_a_known_fact() -> None:
-    runtime = {"gen_throughput", "input_throughput", "running_requests", "queued_requests"}
-    runtime |= {"retracted_requests"}
-    assert set(FACT_RANGES) <= set(STARTUP_FACTS) | runtime | {"token_usage"}
+    assert set(RANGES) <= KNOWN_FACTS
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,8 @@ import pytest
 from test_compare import base, record
 
 from sglang_sentinel.evidence import note
-from sglang_sentinel.model import STARTUP_FACTS, Comparison, Evidence, Finding
+from sglang_sentinel.facts import STARTUP_FACTS
+from sglang_sentinel.model import Comparison, Evidence, Finding
 from sglang_sentinel.report import (
     compact_evidence,
     merged_evidence,

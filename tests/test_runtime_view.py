@@ -6,12 +6,17 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
+import pytest
 from journaltools import StartupScript, build_journal, write_export
 
+import sglang_sentinel.daemon as daemon_module
 from sglang_sentinel.codec import record_to_json
 from sglang_sentinel.compare import Policy
+from sglang_sentinel.config import load_config
 from sglang_sentinel.config.schema import Config, JournalConfig
+from sglang_sentinel.daemon import Daemon
 from sglang_sentinel.journal import JournalSource
 from sglang_sentinel.model import Comparison, StartupRecord
 from sglang_sentinel.pipeline import Pipeline, evaluate, load_rules_and_policy
@@ -160,3 +165,37 @@ def test_an_impossible_batch_value_is_null_and_no_finding(tmp_path: Path) -> Non
     assert facts["running_requests"] is None and facts["gen_throughput"] == 103.5
     assert comparison.record.notes == () and comparison.findings == ()
     close(p)
+
+
+def test_a_batch_heavy_backlog_commits_once_per_startup_change_not_per_slice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon replays 1000 batch lines in slices of 100: one commit for the startup, one
+    when caught up (the old way committed, re-derived and compared the startup every slice)."""
+    s = startup(1000)
+    journal = build_journal(write_export(s.entries(), tmp_path / "x.export"), tmp_path / "j")
+    monkeypatch.setattr(daemon_module, "BATCH", 100)
+    config = load_config(
+        overrides={"journal.directory": str(journal), "state_dir": str(tmp_path / "s")},
+        environ={},
+    )
+    daemon = Daemon.from_config(config)
+    daemon.pipeline._clock = lambda: 1000.0  # the checkpoint interval never passes
+    commits = []
+    transaction = daemon.store.transaction
+
+    def counted() -> Any:
+        commits.append(daemon.stats.entries_read)
+        return transaction()
+
+    daemon.store.transaction = counted  # type: ignore[method-assign]
+    daemon.source.open()
+    try:
+        daemon.pipeline.resume(from_boot_start=False)
+        daemon._drain()
+    finally:
+        daemon.source.close()
+        daemon.store.close()
+    assert daemon.stats.entries_read == len(s.entries())
+    assert commits == [100, len(s.entries())]
+    assert daemon.views()[0].runtime["gen_throughput"] == 1099.5

@@ -224,7 +224,7 @@ def replay(
         environ={},
     )
     harness = Harness()
-    daemon = daemon_class(config)
+    daemon = daemon_class.from_config(config)
     daemon.harness = harness
     harness.published.append(Published(0.0, 0.0, ()))  # before the first publish: nothing
     daemon.source.open()

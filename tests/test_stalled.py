@@ -15,7 +15,8 @@ from sentinelproc import Sentinels, wait_until
 
 from sglang_sentinel.cli import main
 from sglang_sentinel.compare import Policy, compare, load_policy, stall_after
-from sglang_sentinel.model import STARTUP_FACTS, StartupRecord
+from sglang_sentinel.facts import STARTUP_FACTS
+from sglang_sentinel.model import StartupRecord
 
 UNIT = "sglang-stall-test.service"
 INV = "5a" * 16

@@ -7,7 +7,6 @@ import errno
 import os
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import pytest
 from journaltools import build_journal, ready_startup, write_export
@@ -95,7 +94,43 @@ def test_the_daemon_stops_loudly_when_its_database_is_deleted(tmp_path: Path) ->
     assert "was deleted while the sentinel ran" in text
 
 
-class StuckReader:
+class QuietReader:
+    """A libsystemd reader stand-in with nothing to read (the side and probe readers)."""
+
+    data_threshold = 64 * 1024
+
+    def fileno(self) -> int:
+        return -1
+
+    def flush_matches(self) -> None:
+        pass
+
+    def add_match(self, *args: str, **fields: str) -> None:
+        pass
+
+    def add_disjunction(self) -> None:
+        pass
+
+    def add_conjunction(self) -> None:
+        pass
+
+    def process(self) -> int:
+        return 0
+
+    def seek_tail(self) -> None:
+        pass
+
+    def _previous(self) -> bool:
+        return False
+
+    def _next(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+class StuckReader(QuietReader):
     """A reader on a corrupt spot that never advances: every sd_journal_next() is EBADMSG."""
 
     def __init__(self) -> None:
@@ -115,10 +150,14 @@ class StuckReader:
         return False
 
 
-def test_an_ebadmsg_that_does_not_advance_is_an_error_not_an_endless_loop() -> None:
-    source = JournalSource([UNIT])
-    reader: Any = StuckReader()
-    source._reader = reader
+def test_an_ebadmsg_that_does_not_advance_is_an_error_not_an_endless_loop(
+    tmp_path: Path,
+) -> None:
+    reader = StuckReader()
+    # The unit reader is opened first, then the side and probe readers.
+    readers: list[QuietReader] = [reader, QuietReader(), QuietReader()]
+    source = JournalSource([UNIT], directory=tmp_path, open_reader=lambda: readers.pop(0))
+    source.open()
     with pytest.raises(JournalError, match="corrupt reads in a row without progress"):
         list(source.lines())
     assert reader.calls == 10_000

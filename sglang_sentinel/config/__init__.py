@@ -2,6 +2,7 @@
 
 schema.py  Config     the keys, their types, defaults and checks (one table)
 load.py    load_config  reading, merging and validating; every problem named at once
+reload.py  plan_reload  SIGHUP: per key, applied to the running daemon or kept until a restart
 """
 
 from .load import load_config

@@ -15,13 +15,12 @@ from pathlib import Path
 from typing import Any, Final, cast
 
 from sglang_sentinel.errors import RuleError
-from sglang_sentinel.model import KNOWN_FACTS, FactValue
+from sglang_sentinel.facts import BY_NAME, FACT_TYPES, FactType
+from sglang_sentinel.model import FactValue
 from sglang_sentinel.rules.regex import RegexError, RuleRegex
 from sglang_sentinel.rules.ruleset import (
-    FACT_TYPES,
     SCOPES,
     FactSpec,
-    FactType,
     Rule,
     RuleSet,
     Sample,
@@ -222,14 +221,25 @@ def _parse_facts(raw: object, regex: RuleRegex | None, bad: Any) -> tuple[FactSp
             bad(f"fact name {name!r} must match [a-z][a-z0-9_]*")
             ok = False
             continue
-        if name not in KNOWN_FACTS:
+        known = BY_NAME.get(name)
+        if known is None:
             bad(
                 f"fact {name!r} is not a fact the sentinel knows; it would never reach a report"
-                " (the fact names are listed in docs/architecture.md)"
+                " (the fact names are listed in docs/architecture.md, from sglang_sentinel/facts.py)"
             )
             ok = False
             continue
+        if known.derived:
+            bad(f"fact {name!r} is set by the startup tracker; a rule cannot produce it")
+            ok = False
+            continue
         spec = _parse_fact(name, definition, regex, bad)
+        if spec is not None and spec.type != known.type:
+            bad(
+                f"fact {name!r} is a {known.type} (sglang_sentinel/facts.py), not a {spec.type};"
+                f" declare it `{name}: {known.type}`"
+            )
+            spec = None
         if spec is None:
             ok = False
         else:

@@ -17,7 +17,8 @@ from types import MappingProxyType
 from typing import Any, Final, Literal
 
 from sglang_sentinel.errors import RuleError
-from sglang_sentinel.model import RUNTIME_FACTS, FactValue, Rank, RuleMatch
+from sglang_sentinel.facts import RUNTIME_FACTS, FactType
+from sglang_sentinel.model import FactValue, Rank, RuleMatch
 from sglang_sentinel.rules.regex import Found, RuleRegex
 from sglang_sentinel.rules.shapes import (
     DEFERRABLE_SPAN,
@@ -31,11 +32,9 @@ from sglang_sentinel.rules.shapes import (
 )
 
 __all__ = [
-    "FACT_TYPES",
     "SCOPES",
     "BatchMatch",
     "FactSpec",
-    "FactType",
     "Rule",
     "RuleSet",
     "Sample",
@@ -43,10 +42,8 @@ __all__ = [
     "convert",
 ]
 
-FactType = Literal["int", "float", "gb", "bool", "str", "list"]
 Scope = Literal["startup", "runtime"]
 
-FACT_TYPES: Final[frozenset[str]] = frozenset({"int", "float", "gb", "bool", "str", "list"})
 SCOPES: Final[frozenset[str]] = frozenset({"startup", "runtime"})
 _ASCII_DIGITS: Final = "0123456789"
 _BOOLS: Final[Mapping[str, bool]] = MappingProxyType(

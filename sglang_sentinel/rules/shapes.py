@@ -12,12 +12,11 @@ Worked out from text alone, never from a rule or a rule set:
 
 from __future__ import annotations
 
-import importlib
 import re
-import sys
+import string
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Final
 
 from sglang_sentinel.model import Rank
 
@@ -203,11 +202,37 @@ def _scan_group(pattern: str, start: int) -> tuple[int | None, bool]:
 
 # --- digit-blind regexes ---------------------------------------------------------------------
 
-# A regex *text* parser, only read, to inspect a rule's pattern once at load time: CPython's own
-# (re._parser since 3.11, sre_parse before; typeshed has no stubs for either). It reads the
-# common syntax RE2 runs the same way; any pattern it reads differently is refused (conservative).
-_sre: Any = importlib.import_module("re._parser" if sys.version_info >= (3, 11) else "sre_parse")
-_ALL_DIGITS: Final = frozenset(range(ord("0"), ord("9") + 1))
+# Read from the pattern's text, in the RE2 syntax rules are written in. Only the constructs below
+# are known; anything else, and anything RE2 and Python's re read differently (the pack's regexes
+# are also Python regexes to their authors), counts as telling digits apart.
+_ASCII_DIGITS: Final = frozenset("0123456789")
+# `\d`-like escapes, by whether their set holds every ASCII digit (True) or none (False). RE2's
+# \d, \w and \s are ASCII: [0-9], [0-9A-Za-z_], [\t\n\f\r ].
+_SET_ESCAPES: Final[Mapping[str, bool]] = MappingProxyType(
+    {"d": True, "w": True, "S": True, "D": False, "W": False, "s": False}
+)
+_CONTROL_ESCAPES: Final[Mapping[str, str]] = MappingProxyType(
+    {"a": "\a", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+)
+# \b and \B test word characters, and every digit is one; \A and \z (RE2's end of text) none.
+_ANCHOR_ESCAPES: Final = frozenset("bBAz")
+_ESCAPED_LITERALS: Final = frozenset(string.punctuation + " ")  # `\.`, `\[`, `\ `, ...
+# `(`, `(?:`, `(?P<name>` and scoped flags `(?i:`, `(?s-i:`. The flags i, m and s leave digits
+# alone: case folding maps no character to or from a digit; m and s change what ^, $ and . do
+# at a newline. (RE2's U swaps greediness, but Python's re refuses it, and x is verbose mode.)
+_GROUP_OPEN_RE: Final = re.compile(
+    r"\((?:\?(?::|P<(?P<name>[A-Za-z_][A-Za-z0-9_]*)>|(?P<on>[ims]*)(?:-(?P<off>[ims]+))?:))?"
+)
+# Global flags, `(?i)`: only at the very start (Python's re refuses them anywhere else).
+_GLOBAL_FLAGS_RE: Final = re.compile(r"(?:\(\?[ims]+\))*")
+# `{m}`, `{m,}`, `{m,n}`, whose counts are not literals. RE2 reads anything else from `{` on as
+# literal text, its digits literals; Python's re reads `{,n}` as a repeat, so that is refused.
+_REPEAT_RE: Final = re.compile(r"\{(?P<min>[0-9]{1,4})(?P<comma>,(?P<max>[0-9]{0,4}))?\}")
+_REPEAT_MAX: Final = 1000  # RE2 refuses a larger count
+
+
+class _Unsure(Exception):
+    """The digit scan met a construct it does not read, or one RE2 and Python's re read apart."""
 
 
 def digit_blind(pattern: str) -> bool:
@@ -217,72 +242,152 @@ def digit_blind(pattern: str) -> bool:
     no backreference (the only construct that compares characters with each other). A regex
     engine then makes the very same choices on a line and on any copy of it with other digits in
     the same places, so whether and where it matches, and every group's span, are facts of the
-    line with its digits masked. Conservative: a construct not listed below counts as telling
-    them apart.
+    line with its digits masked. Read from the pattern's text (RE2 syntax); conservative: a
+    construct it does not know counts as telling digits apart.
     """
     try:
-        tree = _sre.parse(pattern, 0)
-    except Exception:  # a pattern RE2 took but this parser reads differently (e.g. \pN, \z)
+        _scan(pattern)
+    except _Unsure:
         return False
-    return _blind(tree)
-
-
-def _blind(items: Any) -> bool:
-    for op, av in items:
-        if op in (_sre.LITERAL, _sre.NOT_LITERAL):
-            if av in _ALL_DIGITS:
-                return False
-        elif op is _sre.IN:
-            accepted = _class_digits(av)
-            if accepted is None or accepted not in (frozenset(), _ALL_DIGITS):
-                return False
-        elif op in (_sre.ANY, _sre.AT):  # AT: anchors and \b, and every digit is a word character
-            continue
-        elif op is _sre.BRANCH:
-            if not all(_blind(branch) for branch in av[1]):
-                return False
-        elif op is _sre.SUBPATTERN:
-            if not _blind(av[3]):
-                return False
-        elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT):
-            if not _blind(av[2]):
-                return False
-        elif op in (_sre.ASSERT, _sre.ASSERT_NOT):
-            if not _blind(av[1]):
-                return False
-        else:  # GROUPREF, GROUPREF_EXISTS, anything a later Python adds
-            return False
     return True
 
 
-def _class_digits(items: Any) -> frozenset[int] | None:
-    """The ASCII digits (code points) a character class accepts; None when unsure."""
-    every = (
-        _sre.CATEGORY_DIGIT,
-        _sre.CATEGORY_WORD,
-        _sre.CATEGORY_NOT_SPACE,
-        _sre.CATEGORY_NOT_LINEBREAK,
-    )
-    none = (
-        _sre.CATEGORY_NOT_DIGIT,
-        _sre.CATEGORY_NOT_WORD,
-        _sre.CATEGORY_SPACE,
-        _sre.CATEGORY_LINEBREAK,
-    )
-    negate = False
-    accepted: set[int] = set()
-    for op, av in items:
-        if op is _sre.NEGATE:
-            negate = True
-        elif op is _sre.LITERAL:
-            if av in _ALL_DIGITS:
-                accepted.add(av)
-        elif op is _sre.RANGE:
-            accepted.update(d for d in _ALL_DIGITS if av[0] <= d <= av[1])
-        elif op is _sre.CATEGORY and av in every:
-            accepted.update(_ALL_DIGITS)
-        elif op is _sre.CATEGORY and av in none:
+def _scan(pattern: str) -> None:
+    """Read `pattern` left to right; raise _Unsure at anything that may tell digits apart."""
+    i = _match(_GLOBAL_FLAGS_RE, pattern, 0).end()
+    depth = 0
+    names: set[str] = set()
+    repeatable = False  # whether the item just read may take a repeat operator
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "(":
+            i = _group_start(pattern, i, names)
+            depth += 1
+            repeatable = False
+        elif char == ")":
+            if depth == 0:
+                raise _Unsure
+            depth -= 1
+            i += 1
+            repeatable = True
+        elif char in "*+?{":
+            if char == "{" and _REPEAT_RE.match(pattern, i) is None:
+                if pattern.startswith("{,", i):
+                    raise _Unsure
+                i += 1  # a literal `{`
+                repeatable = True
+                continue
+            if not repeatable:
+                raise _Unsure  # nothing to repeat, or a second repeat (`a**`, possessive `a*+`)
+            i = _repeat_end(pattern, i)
+            repeatable = False
+        elif char == "[":
+            i = _class_end(pattern, i)
+            repeatable = True
+        elif char == "\\":
+            escaped = pattern[i + 1 : i + 2]
+            if escaped in _ANCHOR_ESCAPES:
+                repeatable = False
+            elif (
+                escaped in _SET_ESCAPES
+                or escaped in _CONTROL_ESCAPES
+                or escaped in _ESCAPED_LITERALS
+            ):
+                repeatable = True
+            else:
+                raise _Unsure  # \1, \x30, \pN, \Q...\E, \C, \Z ...
+            i += 2
+        elif char in _ASCII_DIGITS:
+            raise _Unsure
+        else:  # a literal, `.`, `|`, `^` or `$`
+            i += 1
+            repeatable = char not in "|^$"
+    if depth:
+        raise _Unsure
+
+
+def _match(regex: re.Pattern[str], pattern: str, i: int) -> re.Match[str]:
+    found = regex.match(pattern, i)
+    if found is None:
+        raise _Unsure
+    return found
+
+
+def _group_start(pattern: str, i: int, names: set[str]) -> int:
+    """Where the content of the group opening at `i` starts; `names`: the group names so far."""
+    opened = _match(_GROUP_OPEN_RE, pattern, i)
+    name, on, off = opened.group("name", "on", "off")
+    if opened.end() == i + 1 and pattern.startswith("(?", i):
+        raise _Unsure  # lookarounds, backreferences, conditionals, flags past the start ...
+    if name is not None:
+        if name in names:
+            raise _Unsure  # Python's re refuses a name used twice
+        names.add(name)
+    if off is not None and set(on) & set(off):
+        raise _Unsure  # a flag turned on and off (Python's re refuses it)
+    return opened.end()
+
+
+def _repeat_end(pattern: str, i: int) -> int:
+    """The end of the repeat operator at `i`, with its lazy `?`; its counts are not literals."""
+    if pattern[i] == "{":
+        repeat = _match(_REPEAT_RE, pattern, i)
+        low, comma, high = repeat.group("min", "comma", "max")
+        top = int(high) if high else int(low) if comma is None else _REPEAT_MAX
+        if not int(low) <= top <= _REPEAT_MAX:
+            raise _Unsure
+        i = repeat.end()
+    else:
+        i += 1
+    return i + 1 if pattern.startswith("?", i) else i
+
+
+def _class_end(pattern: str, i: int) -> int:
+    """The end of the character class opening at `i`, which must accept all digits or none."""
+    i += 2 if pattern.startswith("[^", i) else 1  # a negation keeps "all or none"
+    start = i
+    digits: set[str] = set()
+    while True:
+        char = pattern[i : i + 1]
+        if char == "]" and i > start:
+            break
+        if char == "\\" and pattern[i + 1 : i + 2] in _SET_ESCAPES:
+            if _SET_ESCAPES[pattern[i + 1]]:
+                digits |= _ASCII_DIGITS
+            i += 2
+            if pattern.startswith("-", i) and not pattern.startswith("-]", i):
+                raise _Unsure  # `[\d-a]`: Python's re refuses it, RE2 reads a `-`
             continue
-        else:
-            return None
-    return _ALL_DIGITS - accepted if negate else frozenset(accepted)
+        if (
+            char == "-"
+            and not pattern.startswith("-]", i)
+            and (i > start or pattern.startswith("--", i))
+        ):
+            raise _Unsure  # a plain `-` is read alike only first or last (`[-a]`, `[a-]`)
+        low, i = _class_char(pattern, i)
+        high = low
+        if pattern.startswith("-", i) and not pattern.startswith("-]", i):
+            if pattern.startswith("--", i):
+                raise _Unsure  # `[+--]`
+            high, i = _class_char(pattern, i + 1)
+            if high < low:
+                raise _Unsure
+        digits.update(d for d in _ASCII_DIGITS if low <= d <= high)
+    if digits and digits != _ASCII_DIGITS:
+        raise _Unsure
+    return i + 1
+
+
+def _class_char(pattern: str, i: int) -> tuple[str, int]:
+    """The one character written at `i` inside a class (plain or escaped), and what follows it."""
+    char = pattern[i : i + 1]
+    if char == "\\":
+        escaped = pattern[i + 1 : i + 2]
+        if escaped in _CONTROL_ESCAPES:
+            return _CONTROL_ESCAPES[escaped], i + 2
+        if escaped in _ESCAPED_LITERALS:
+            return escaped, i + 2
+        raise _Unsure  # \b (a backspace to Python's re), \x30, \pN ...
+    if not char or pattern.startswith("[:", i):
+        raise _Unsure  # no closing `]`, or a POSIX class `[:alpha:]` (RE2)
+    return char, i + 1
