@@ -435,8 +435,10 @@ class StartupTracker:
                             else:
                                 self._observe(b, rid, raw, realtime_us)
                         if verdict is not run:
-                            if run is not None:
-                                _add_hits(run.rule.id, run_lines, hits, tracker_hits)
+                            if run is not None:  # _add_hits, written out: decode and prefill
+                                ended = run.rule.id  # lines alternate, so runs are short
+                                hits[ended] = hits.get(ended, 0) + run_lines
+                                tracker_hits[ended] = tracker_hits.get(ended, 0) + run_lines
                             run, run_lines = verdict, 0
                             deferred.pop(verdict, None)  # re-insert: the order is that of the lines
                             touched.add(inv)
