@@ -18,7 +18,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -138,13 +138,59 @@ class RecordingDaemon(Daemon):
         self.harness.published.append(Published(since, time.monotonic(), signature(page)))
 
 
+class _Rows:
+    """A statement's result, fetched while the connection was held."""
+
+    def __init__(self, cursor: sqlite3.Cursor) -> None:
+        self._rows = cursor.fetchall()
+        self.rowcount = cursor.rowcount
+
+    def fetchone(self) -> Any:
+        return self._rows[0] if self._rows else None
+
+    def fetchall(self) -> list[Any]:
+        return self._rows
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._rows)
+
+
+class _OneStatementAtATime:
+    """The loop's connection, shared with the scrapers one statement at a time: a sqlite3
+    connection used by two threads at once fails at random ("API misuse"), which is not the bug
+    shown here. A scrape still runs between the statements of a transaction the loop has open."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+        self.lock = threading.RLock()
+
+    @property
+    def in_transaction(self) -> bool:
+        with self.lock:
+            return self._db.in_transaction
+
+    def execute(self, sql: str, parameters: Any = ()) -> _Rows:
+        with self.lock:
+            return _Rows(self._db.execute(sql, parameters))
+
+    def close(self) -> None:
+        with self.lock:
+            self._db.close()
+
+
 class LoopConnectionDaemon(RecordingDaemon):
     """The bug the snapshot fixes: each scrape builds its views on the loop's SQLite connection,
     which sees the rows of a transaction still open (and later rolled back)."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.store._db = _OneStatementAtATime(self.store._db)  # type: ignore[assignment]
+        self._views_lock = threading.Lock()
+
     def views(self) -> tuple[UnitView, ...]:
-        Daemon.publish(self)
-        return self._snapshot.views
+        with self._views_lock:  # one scrape at a time builds views
+            Daemon.publish(self)
+            return self._snapshot.views
 
 
 def inject_failures(daemon: Daemon, harness: Harness) -> None:
