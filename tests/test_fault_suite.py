@@ -47,8 +47,10 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 def fill(disk: Path) -> Path:
+    """Fill the disk. The state (its WAL grows to 4 MiB before a checkpoint) may have filled the
+    2 MiB already, so that not even the filler can be created: that is a full disk too."""
     filler = disk / "filler"
-    with filler.open("wb") as f, contextlib.suppress(OSError):
+    with contextlib.suppress(OSError), filler.open("wb") as f:
         while True:
             f.write(b"\0" * 65536)
             f.flush()
@@ -156,7 +158,7 @@ def test_a_held_lock_then_a_full_disk_then_a_sigkill_lose_nothing(
     s.proc.wait(timeout=10)
     # Restarted while the disk is still full: it cannot even start a transaction; it keeps
     # trying (or refuses) but never stores a cursor past startup 3.
-    filler.unlink()
+    filler.unlink(missing_ok=True)
     s2 = start(sentinels, journal, state)
     wait_until(lambda: recorded(state, SEED_3), 60, "startup 3 stored after room is made")
     s2.proc.send_signal(signal.SIGTERM)

@@ -45,7 +45,12 @@ def copy_checkout(root: Path) -> int:
         capture_output=True,
         check=True,
     ).stdout.split(b"\0")
-    files = [f for f in listed if f and (REPO / f.decode()).is_file()]
+    # Files and symlinks (the top-level rules/ links to the package's pack), as a clone has them.
+    files = [
+        f
+        for f in listed
+        if f and ((REPO / f.decode()).is_file() or (REPO / f.decode()).is_symlink())
+    ]
     dest = root / CLONE.lstrip("/")
     dest.mkdir(parents=True)
     pack = subprocess.Popen(
