@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from . import generate
-from .__main__ import BIN, FLOOR, RESULTS, SHAPES, environment
+from .__main__ import BIN, FLOOR, RESULTS, SHAPES, run_header
 from .measure import run_pipeline
 
 SOURCE = Path(__file__).resolve().parent / "readfloor.c"
@@ -173,9 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             journal, manifest = generate.ensure(entries, shape=shape)
             journals[shape] = measure(journal, manifest, exe, runs)
     doc = {
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "mode": "smoke" if args.smoke else "full",
-        "environment": environment(load_at_start),
+        **run_header(args.smoke, load_at_start),
         "runs_each": runs,
         "target_over_floor": TARGET,
         "journals": journals,
