@@ -4,7 +4,7 @@
  *     readfloor DIR UNIT MODE
  *
  * MODE: "next"    sd_journal_next() over the unit's entries (the match walk alone);
- *       "message" + MESSAGE and the entry's realtime (what any reader of the lines pays);
+ *       "message" + MESSAGE (what any reader of the lines pays);
  *       "invocation" + _SYSTEMD_INVOCATION_ID, compared with the previous entry's (what telling
  *                    one service invocation from the next, line by line, adds);
  *       "cursor"  + the entry's cursor instead of its invocation id (the cheapest public way to
@@ -62,14 +62,11 @@ int main(int argc, char **argv) {
         while ((r = sd_journal_next(j)) > 0) {
                 const void *data;
                 size_t len;
-                uint64_t usec;
                 entries++;
                 if (mode == NEXT)
                         continue;
                 if (sd_journal_get_data(j, "MESSAGE", &data, &len) >= 0)
                         bytes += len;
-                if (sd_journal_get_realtime_usec(j, &usec) < 0)
-                        return fail("realtime", -EIO);
                 if (mode == INVOCATION &&
                     sd_journal_get_data(j, "_SYSTEMD_INVOCATION_ID", &data, &len) >= 0 &&
                     (len != last_len || memcmp(data, last, len) != 0) && len <= sizeof last) {
