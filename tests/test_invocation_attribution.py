@@ -69,3 +69,24 @@ def test_a_late_line_of_the_previous_invocation_stays_with_its_startup(
     # A's late startup fact is A's, and B never saw one.
     assert a["facts"]["kv_cache_tokens"] == 1000
     assert b["facts"]["kv_cache_tokens"] is None
+
+
+def test_a_line_without_an_invocation_id_is_read_with_its_unit(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A unit line that carries no id (a journal merged from an older host, a process whose
+    cgroup id journald could not read) goes to the unit's current startup: it is not lost."""
+    b = ready_startup("2026-03-20 10:05:00", 26)
+    b.line(DECODE.format(time="10:05:10", running=3))
+    b.line(KV_LINE.replace("10:04:58", "10:05:11"))
+    b.line(DECODE.format(time="10:05:12", running=3))
+    entries = b.entries()
+    no_id = [e for e in entries if "KV Cache" in str(e.get("MESSAGE"))]
+    assert len(no_id) == 1
+    del no_id[0]["_SYSTEMD_INVOCATION_ID"]
+    journal = tmp_path / "journal"
+    build_journal(write_export(entries, tmp_path / "no-id.export"), journal)
+    (startup,) = _scan(capsys, journal, tmp_path / "state")
+    assert startup["invocation_id"] == b.invocation_id
+    assert startup["facts"]["kv_cache_tokens"] == 1000
+    assert startup["runtime"]["decode_lines"] == 2
