@@ -39,12 +39,14 @@ dashboard: bootstrap
 
 bench: bootstrap-test
 	$(BIN)/python -m bench
+	$(BIN)/python -m bench.lowerbound
 	$(BIN)/python -m bench.decode
 
 # A few-second benchmark run for CI, once bench/ has an entry point.
 bench-smoke: bootstrap-test
 	@if [ -f bench/__main__.py ]; then $(BIN)/python -m bench --smoke; \
 	else echo "bench-smoke: skipped, bench/__main__.py does not exist yet" >&2; fi
+	$(BIN)/python -m bench.lowerbound --smoke
 	$(BIN)/python -m bench.decode --smoke
 
 # The fault suite at full length (minutes): >= 100 SIGKILLs of a following daemon, 10^6

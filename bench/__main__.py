@@ -185,6 +185,15 @@ def environment(load_at_start: tuple[float, float, float]) -> dict[str, Any]:
     }
 
 
+def run_header(smoke: bool, load_at_start: tuple[float, float, float]) -> dict[str, Any]:
+    """When, which mode, on what: the head of every results file."""
+    return {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "mode": "smoke" if smoke else "full",
+        "environment": environment(load_at_start),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     ap.add_argument("--smoke", action="store_true", help="20k entries, one run, no live part")
@@ -251,9 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         journals[shape]["verdict"] = _verdict(journals[shape], live)
     single = journals["single"]
     doc = {
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "mode": "smoke" if args.smoke else "full",
-        "environment": environment(load_at_start),
+        **run_header(args.smoke, load_at_start),
         **single,
         "journals": journals,
         "runs_each": runs,
