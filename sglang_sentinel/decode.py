@@ -14,9 +14,13 @@ Pure Python on purpose (no numpy/scipy): a few hundred samples per startup at mo
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from math import floor, log2
+from itertools import repeat
+from math import floor, log, log2
+from operator import add, mul, neg, sub, truediv
 from typing import Any, Final
 
 # Rules whose lines the decode state reads (their ids in rules/50-runtime.yaml and 20-cuda-graph.yaml).
@@ -490,7 +494,10 @@ def _round3(x: float) -> float:
 
 
 def median(values: Sequence[float]) -> float:
-    s = sorted(values)
+    return _median_sorted(sorted(values))
+
+
+def _median_sorted(s: Sequence[float]) -> float:
     n = len(s)
     if n == 0:
         raise ValueError("median of nothing")
@@ -498,14 +505,64 @@ def median(values: Sequence[float]) -> float:
     return s[mid] if n % 2 else (s[mid - 1] + s[mid]) / 2
 
 
+def _finite(*values: Sequence[float]) -> bool:
+    """Whether every value is finite: a NaN or an infinity carries through a sum (an overflow
+    only makes this say no, which is safe: callers then take their plain path)."""
+    try:
+        return all(math.isfinite(sum(v)) for v in values)
+    except (OverflowError, TypeError):
+        return False
+
+
 def hodges_lehmann(x: Sequence[float], y: Sequence[float]) -> float:
-    """The Hodges-Lehmann shift estimate: the median of all differences x_i - y_j."""
-    return median([a - b for a in x for b in y])
+    """The Hodges-Lehmann shift estimate: the median of all differences x_i - y_j.
+
+    With x sorted, the differences from one y_j come in order (rounding is monotone), so the
+    sort merges len(y) runs rather than sorting from scratch; the median is the same value (a
+    zero's sign aside). A NaN or an infinity (whose differences may be NaN) takes the plain way.
+    """
+    if not _finite(x, y):
+        return median([a - b for a in x for b in y])
+    xs = sorted(x)
+    n = len(xs)
+    diffs: list[float] = []
+    for b in y:
+        diffs += map(sub, xs, repeat(b, n))
+    diffs.sort()
+    return _median_sorted(diffs)
 
 
 def mann_whitney_z(x: Sequence[float], y: Sequence[float]) -> float:
     """Mann-Whitney U of x against y as a z-score (normal approximation, tie-corrected,
     continuity-corrected); positive when x tends to be larger."""
+    if not _finite(x, y):
+        return _mann_whitney_z_pooled(x, y)  # NaN sorts nowhere: the order of the old loop
+    n1, n2 = len(x), len(y)
+    n = n1 + n2
+    pooled = sorted([*x, *y])
+    # An x in a run of equal values pooled[lo:hi] has the mid-rank (lo + hi + 1) / 2: exact
+    # half-integers, whose sum is the same in any order.
+    ranks_x = (
+        sum(map(bisect_left, repeat(pooled, n1), x))
+        + sum(map(bisect_right, repeat(pooled, n1), x))
+        + n1
+    ) / 2
+    ties = 0.0
+    if len(set(pooled)) < n:
+        for t in Counter(pooled).values():  # the runs in sorted order, as the loop had them
+            ties += t**3 - t
+    u = ranks_x - n1 * (n1 + 1) / 2
+    mean = n1 * n2 / 2
+    var = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1)))
+    if var <= 0:
+        return 0.0
+    diff = u - mean
+    diff = diff - 0.5 if diff > 0 else diff + 0.5 if diff < 0 else 0.0
+    return diff / math.sqrt(var)
+
+
+def _mann_whitney_z_pooled(x: Sequence[float], y: Sequence[float]) -> float:
+    """`mann_whitney_z` by a walk over the pooled, labelled values (any input, NaN included)."""
     n1, n2 = len(x), len(y)
     pooled = sorted([(v, 0) for v in x] + [(v, 1) for v in y])
     ranks_x = 0.0
@@ -586,8 +643,9 @@ def compare_decode(
                 "z": round(mann_whitney_z(lc, lb), 2),
             }
         )
-    cur_all = [x for v in cur.values() for x in v if _usable(x)]
-    base_all = [x for v in base.values() for x in v if _usable(x)]
+    # _usable, inline
+    cur_all = [x for v in cur.values() for x in v if len(x) >= 5 and x[0] > 0 and x[4] > 0]
+    base_all = [x for v in base.values() for x in v if len(x) >= 5 and x[0] > 0 and x[4] > 0]
     result: dict[str, Any] = {
         "verdict": "inconclusive",
         "ratio": None,
@@ -614,8 +672,8 @@ def compare_decode(
     result["samples"] = len(like)
     if len(like) < settings.min_bucket_samples:
         return result
-    rc = [math.log(x[0]) - model(x) for x in like]
-    rb = [math.log(x[0]) - model(x) for x in base_all]
+    rc = model(like)
+    rb = model(base_all)
     shift = hodges_lehmann(_thin(rc, 160), _thin(rb, 160))
     z = mann_whitney_z(rc, rb)
     ratio = math.exp(shift)
@@ -650,10 +708,6 @@ def compare_decode(
     return result
 
 
-def _usable(sample: Sequence[float]) -> bool:
-    return len(sample) >= 5 and sample[0] > 0 and sample[4] > 0
-
-
 def _thin(values: list[float], limit: int) -> list[float]:
     """At most `limit` values, evenly spaced (keeps the Hodges-Lehmann pairs bounded)."""
     if len(values) <= limit:
@@ -662,41 +716,63 @@ def _thin(values: list[float], limit: int) -> list[float]:
     return [values[int(i * step)] for i in range(limit)]
 
 
-def _fit(samples: Sequence[Sequence[float]]) -> Any:
-    """The baseline's decode step-time model, as a predictor of log rate per request.
+def _fit(samples: Sequence[Sequence[float]]) -> Callable[[Sequence[Sequence[float]]], list[float]]:
+    """The baseline's decode step-time model, as the residuals it leaves: for each sample, its
+    log rate per request less the one predicted.
 
     A decode step costs a fixed part (weights read once per step), a part per padded request
     and a part per KV token read by attention, so seconds per token per request (1 / rate) is
     close to linear in the padded batch size, the context per request and their product.
     Least squares on that scale (lightly ridged so a baseline at one batch size still solves).
+
+    Computed a column at a time (map over the features), with the same operations on the same
+    values in the same order as sample by sample, so to the bit the same: `sum` stays `sum`
+    (its float accumulation differs between Python versions, so nothing replaces it).
     """
-    rows = [_features(x) for x in samples]
-    k = len(rows[0])
-    means = [sum(r[j] for r in rows) / len(rows) for j in range(k)]
+    if not samples:
+        raise IndexError("list index out of range")  # as a fit of no rows always did
+    n = len(samples)
+    cols = _feature_columns(samples)
+    means = [sum(c) / n for c in cols]
     sds = [
-        math.sqrt(sum((r[j] - means[j]) ** 2 for r in rows) / len(rows)) or 1.0 for j in range(k)
+        math.sqrt(sum(map(pow, map(sub, c, repeat(mean)), repeat(2))) / n) or 1.0
+        for c, mean in zip(cols, means, strict=True)
     ]
-    zrows = [[1.0] + [(r[j] - means[j]) / sds[j] for j in range(k)] for r in rows]
+    zcols = [[1.0] * n] + [
+        list(map(truediv, map(sub, c, repeat(mean)), repeat(sd)))
+        for c, mean, sd in zip(cols, means, sds, strict=True)
+    ]
     y = [1.0 / x[0] for x in samples]
-    m = k + 1
-    a = [[sum(r[i] * r[j] for r in zrows) for j in range(m)] for i in range(m)]
+    m = len(zcols)
+    a = [[0.0] * m for _ in range(m)]
+    for i in range(m):
+        for j in range(i, m):  # r[i] * r[j] == r[j] * r[i]: the matrix is symmetric
+            a[i][j] = a[j][i] = sum(map(mul, zcols[i], zcols[j]))
     for i in range(1, m):
         a[i][i] += 1.0
-    rhs = [sum(r[i] * yy for r, yy in zip(zrows, y, strict=True)) for i in range(m)]
+    rhs = [sum(map(mul, z, y)) for z in zcols]
     beta = _solve(a, rhs)
     floor = min(y) / 4  # a prediction at or below zero is an extrapolation; clamp it
 
-    def predict(x: Sequence[float]) -> float:
-        f = _features(x)
-        t = beta[0] + sum(beta[j + 1] * (f[j] - means[j]) / sds[j] for j in range(k))
-        return -math.log(max(t, floor))
+    def residuals(xs: Sequence[Sequence[float]]) -> list[float]:
+        terms = [
+            # beta_j * (f_j - mean_j) / sd_j
+            map(truediv, map(mul, repeat(bj), map(sub, c, repeat(mean))), repeat(sd))
+            for bj, c, mean, sd in zip(beta[1:], _feature_columns(xs), means, sds, strict=True)
+        ]
+        t = map(add, repeat(beta[0]), map(sum, zip(*terms, strict=True)))
+        predicted = map(neg, map(log, map(max, t, repeat(floor))))  # -log(max(t, floor))
+        return list(map(sub, map(log, [x[0] for x in xs]), predicted))
 
-    return predict
+    return residuals
 
 
-def _features(x: Sequence[float]) -> list[float]:
-    pad, ctx = x[3], x[4] / 1000.0
-    return [pad, ctx, pad * ctx]
+def _feature_columns(samples: Sequence[Sequence[float]]) -> list[list[float]]:
+    """The model's features of every sample, as columns: padded batch size, context per request
+    (thousands of tokens), their product."""
+    pads = [x[3] for x in samples]
+    ctxs = [x[4] / 1000.0 for x in samples]
+    return [pads, ctxs, list(map(mul, pads, ctxs))]
 
 
 def _solve(a: list[list[float]], b: list[float]) -> list[float]:
