@@ -25,15 +25,14 @@ from email.message import Message
 from types import MappingProxyType
 from typing import IO, Any, Final, Protocol
 
-import structlog
-
 from .compare import reached_tiers
 from .config.schema import AlertmanagerConfig, ListenAddress
 from .evidence import render_evidence
+from .logs import Logger
 from .model import Comparison, Finding, Severity, Stats
 from .redact import scrub_text
 
-log = structlog.get_logger("sglang_sentinel")
+log = Logger("sglang_sentinel")
 
 API_PATH: Final = "/api/v2/alerts"
 RUNBOOK_URL: Final = "https://github.com/sglang-sentinel/sglang-sentinel/blob/main/docs/runbook.md"

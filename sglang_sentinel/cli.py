@@ -16,30 +16,30 @@ import time
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import structlog
 import yaml
 
 from . import __version__
-from .baseline_file import BaselineFileError, export_document, mismatches, read_document
 from .compare import Policy, common_evidence
 from .config.load import load_config
 from .config.schema import Config, config_to_dict
 from .errors import ConfigError, JournalError, NoDataError, RuleError, SentinelError, UsageError
 from .evidence import render_evidence
-from .journal import JournalSource
-from .logs import configure_logging, print_error
+from .logs import Logger, configure_logging, print_error
 from .model import SEVERITY_ORDER, Comparison, StartupRecord
 from .pipeline import Pipeline, evaluate, load_rules_and_policy, source_key
 from .report import render_diff, render_report, render_startups, scan_json, startup_json
 from .rules.files import check_rules, default_rules_dir
 from .state import DB_NAME, StateStore, broken_database
 
+if TYPE_CHECKING:
+    from .journal import JournalSource
+
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_PENDING = 0, 1, 2, 3, 4
 # `check --wait`: how often the state is re-read while the latest startup is still starting.
 WAIT_POLL_S = 0.5
-log = structlog.get_logger("sglang_sentinel")
+log = Logger("sglang_sentinel")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -204,6 +204,8 @@ def _policy(config: Config) -> Policy:
 
 
 def _source(config: Config) -> JournalSource:
+    from .journal import JournalSource  # systemd.journal and its readers: only scan and run read
+
     return JournalSource(
         config.targets, directory=config.journal.directory, files=config.journal.files
     )
@@ -354,6 +356,8 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 
 
 def _baseline_export(store: StateStore, unit: str, path: Path, gpu: str) -> int:
+    from .baseline_file import export_document  # only --export and --import use baseline files
+
     pins = store.baselines()
     record = store.startup(pins[unit][0]) if unit in pins else None
     if record is None:
@@ -371,6 +375,8 @@ def _baseline_export(store: StateStore, unit: str, path: Path, gpu: str) -> int:
 
 
 def _baseline_import(store: StateStore, unit: str, path: Path, gpu: str, force: bool) -> int:
+    from .baseline_file import BaselineFileError, mismatches, read_document
+
     file = read_document(path)
     ready = [r for r in store.startups([unit]) if r.outcome == "ready"]
     problems = mismatches(file, ready[-1] if ready else None, unit=unit, gpu=gpu)

@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any, Protocol, TypeVar
 
-import structlog
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from systemd import daemon as sd
 
@@ -31,14 +30,14 @@ from .errors import ConfigError, JournalError, RuleError, SentinelError, StateEr
 from .html import collect_status, render_page
 from .httpserver import BoundedWSGIServer, make_metrics_server
 from .journal import JournalSource
-from .logs import configure_logging
+from .logs import Logger, configure_logging
 from .metrics import SentinelCollector, UnitView
 from .model import Comparison, Finding, Stats
 from .pipeline import CommitFailed, Pipeline, evaluate, load_rules_and_policy, source_key
 from .rules import RuleSet
 from .state import StateStore
 
-log = structlog.get_logger("sglang_sentinel")
+log = Logger("sglang_sentinel")
 
 BATCH = 5_000  # entries between commits while catching up
 # Longest stretch of reading between looks at signals, the watchdog and the commit: a SIGTERM

@@ -20,12 +20,12 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import structlog
 from systemd import journal
 
 from . import sigbus
 from .containers import PartialLines, add_container_matches, split_targets, start_id, target_of
 from .errors import JournalError
+from .logs import Logger
 from .model import JournalEntry, SourceItem
 from .text import clean_message
 
@@ -38,7 +38,7 @@ _COREDUMP_MESSAGE_ID = "fc2e22bc6ee647b6b90729ab34a250b1"
 # EBADMSG reads in a row after which the reader counts as stuck on a corrupt spot.
 _MAX_BAD_IN_A_ROW = 10_000
 
-log = structlog.get_logger("sglang_sentinel")
+log = Logger("sglang_sentinel")
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
 
 

@@ -8,25 +8,21 @@ entry's PRIORITY: `journalctl -p warning -u sglang-sentinel` then shows warnings
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
-from collections.abc import Mapping
-from typing import Any, TextIO
-
-import structlog
-from structlog.typing import EventDict, Processor, WrappedLogger
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .errors import ConfigError
 from .redact import REDACTED, is_secret_key, scrub_text
 
+if TYPE_CHECKING:
+    from structlog.typing import EventDict, Processor, WrappedLogger
+
 _FORMATS = ("auto", "json", "console")
-_LEVELS: Mapping[str, int] = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-}
+# The stdlib logging's numbers, which structlog's filtering logger takes (logging itself is not
+# imported for four constants: no command uses it).
+_LEVELS: Mapping[str, int] = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 # syslog(3) levels by structlog level name (add_log_level's names; "exception" is "error").
 PRIORITIES: Mapping[str, int] = {
     "debug": 7,
@@ -124,7 +120,11 @@ class _CurrentStderr:
 
 
 def configure_logging(fmt: str = "auto", level: str = "info", stream: TextIO | None = None) -> None:
-    """(Re)configure structlog; safe to call again, e.g. on SIGHUP. `stream` defaults to stderr."""
+    """(Re)configure structlog; safe to call again, e.g. on SIGHUP. `stream` defaults to stderr.
+
+    structlog is configured now if it is imported already, else when a `Logger` first emits an
+    event at or above `level` (a command that logs nothing never imports it).
+    """
     problems = []
     if fmt not in _FORMATS:
         problems.append(f"log.format: must be one of {', '.join(_FORMATS)}; got {fmt!r}")
@@ -135,8 +135,28 @@ def configure_logging(fmt: str = "auto", level: str = "info", stream: TextIO | N
     # Resolved at call time, not as a default argument, so a replaced sys.stderr is honoured.
     out = sys.stderr if stream is None else stream
     tty = _is_tty(out)
+    json_lines = fmt == "json" or (fmt == "auto" and not tty)
+    on_journal = journal_stream_connected(out)
+
+    def apply() -> None:
+        _configure_structlog(
+            json_lines=json_lines, tty=tty, on_journal=on_journal, level=_LEVELS[level], out=stream
+        )
+
+    _pending.clear()
+    if "structlog" in sys.modules:  # configuring costs nothing more: do it now
+        apply()
+    else:
+        _pending.append((_LEVELS[level], apply))
+
+
+def _configure_structlog(
+    *, json_lines: bool, tty: bool, on_journal: bool, level: int, out: TextIO | None
+) -> None:
+    import structlog
+
     renderer: Processor
-    if fmt == "json" or (fmt == "auto" and not tty):
+    if json_lines:
         renderer = structlog.processors.JSONRenderer()
     else:
         # Tracebacks are formatted to text by format_exc_info below so the scrubber sees them;
@@ -144,7 +164,7 @@ def configure_logging(fmt: str = "auto", level: str = "info", stream: TextIO | N
         renderer = structlog.dev.ConsoleRenderer(
             colors=tty, exception_formatter=structlog.dev.plain_traceback
         )
-    if journal_stream_connected(out):
+    if on_journal:
         renderer = _prefixed(renderer)
     structlog.configure(
         processors=[
@@ -156,10 +176,55 @@ def configure_logging(fmt: str = "auto", level: str = "info", stream: TextIO | N
             scrub_secrets,
             renderer,
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
+        wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.WriteLoggerFactory(
-            file=_CurrentStderr() if stream is None else out  # type: ignore[arg-type]
+            file=_CurrentStderr() if out is None else out  # type: ignore[arg-type]
         ),
         # Loggers bound before a reload must pick up the new configuration.
         cache_logger_on_first_use=False,
     )
+
+
+# The configuration configure_logging was given while structlog was not imported yet: its level
+# and how to apply it (at most one; structlog's own configuration is just as process-global).
+_pending: list[tuple[int, Callable[[], None]]] = []
+# The level of each logger method, as structlog's filtering logger ranks them.
+_METHOD_LEVELS: Mapping[str, int] = {**_LEVELS, "exception": _LEVELS["error"]}
+
+
+class Logger:
+    """structlog's logger `name`, imported at the first event that passes the configured level.
+
+    Importing structlog costs about as much as the rest of the start of a command (its stdlib
+    module imports asyncio); `sentinel scan` or `check` logging nothing they show never pays it.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def debug(self, event: str, **kw: Any) -> None:
+        self._emit("debug", event, kw)
+
+    def info(self, event: str, **kw: Any) -> None:
+        self._emit("info", event, kw)
+
+    def warning(self, event: str, **kw: Any) -> None:
+        self._emit("warning", event, kw)
+
+    def error(self, event: str, **kw: Any) -> None:
+        self._emit("error", event, kw)
+
+    def exception(self, event: str, **kw: Any) -> None:
+        """An error event with the traceback of the exception being handled."""
+        self._emit("exception", event, kw)
+
+    def _emit(self, method: str, event: str, kw: dict[str, Any]) -> None:
+        if _pending:
+            level, apply = _pending[0]
+            if _METHOD_LEVELS[method] < level:
+                return  # what structlog's filtering logger would do, without importing it
+            _pending.clear()
+            apply()
+        import structlog
+
+        getattr(structlog.get_logger(self.name), method)(event, **kw)

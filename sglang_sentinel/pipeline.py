@@ -10,22 +10,23 @@ import sqlite3
 import time
 import types
 from collections.abc import Callable, Iterable, Iterator, Mapping
-
-import structlog
+from typing import TYPE_CHECKING
 
 from .compare import Policy, compare, load_policy
 from .config.schema import Config
 from .errors import StateError
-from .journal import JournalSource
+from .logs import Logger
 from .model import Comparison, RuntimeView, SourceItem, StartupRecord, Stats
 from .rules.files import default_rules_dir, load_rules
-from .rules.matcher import Matcher, MemoMatcher
 from .rules.ruleset import RuleSet
 from .runtime_checks import decode_settings
-from .startups import StartupTracker
 from .state import StateStore
 
-log = structlog.get_logger("sglang_sentinel")
+if TYPE_CHECKING:
+    from .journal import JournalSource
+    from .rules.matcher import Matcher
+
+log = Logger("sglang_sentinel")
 
 
 def load_rules_and_policy(config: Config) -> tuple[RuleSet, Policy]:
@@ -96,6 +97,10 @@ class Pipeline:
         self.store = store
         self.source_key = source_key
         self.stats = stats if stats is not None else Stats()
+        # Imported here: `check`, `report` and the rest use this module only for evaluate().
+        from .rules.matcher import MemoMatcher
+        from .startups import StartupTracker
+
         # The rules behind the matcher seam (rules/matcher.py): memoised unless one is given.
         self.tracker = StartupTracker(matcher or MemoMatcher(rules), on_error=self._entry_failed)
         self.tracker.monotonic = source.monotonic
@@ -118,6 +123,8 @@ class Pipeline:
 
     def set_rules(self, rules: RuleSet) -> None:
         self.rules = rules
+        from .rules.matcher import MemoMatcher
+
         self.tracker.matcher = MemoMatcher(rules)
 
     def resume(

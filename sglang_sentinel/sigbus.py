@@ -11,7 +11,6 @@ by the reading thread itself, so the interpreter is in a consistent state when i
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import mmap
 import signal
 import threading
@@ -83,7 +82,7 @@ def install() -> bool:
         if _state.installed:
             return True
         try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            libc = _libc()
             libc.mmap.restype = ctypes.c_void_p
             libc.mmap.argtypes = [
                 ctypes.c_void_p,
@@ -104,6 +103,17 @@ def install() -> bool:
             return False
         _state.installed = True
         return True
+
+
+def _libc() -> ctypes.CDLL:
+    try:
+        # glibc's name, which is what find_library finds there; it runs `ldconfig -p` in a
+        # child process (and its import loads subprocess), a cost every scan would pay.
+        return ctypes.CDLL("libc.so.6", use_errno=True)
+    except OSError:
+        from ctypes.util import find_library
+
+        return ctypes.CDLL(find_library("c") or "libc.so.6", use_errno=True)
 
 
 def faults() -> int:

@@ -11,7 +11,6 @@ becomes and the per-value converters live in config_schema.py (import them from 
 from __future__ import annotations
 
 import copy
-import difflib
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -88,6 +87,8 @@ class _Checker:
             if key in known:
                 continue
             full = f"{path}.{key}" if path else str(key)
+            import difflib  # only a config with an unknown key needs it
+
             hint = difflib.get_close_matches(str(key), sorted(known), n=1)
             did = f" (did you mean {hint[0]!r}?)" if hint else ""
             self.problem(path, f"unknown key {key!r}{did}", origin=full)

@@ -10,7 +10,6 @@ config_to_dict() is the way back: a Config as plain YAML-ready data.
 from __future__ import annotations
 
 import copy
-import ipaddress
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -304,6 +303,8 @@ def listen_address(value: Any, path: str) -> ListenAddress:
     if not host:
         raise InvalidValue(f"no host in {value!r}; use 0.0.0.0 (all IPv4) or [::] (all addresses)")
     if value.startswith("["):
+        import ipaddress  # only a bracketed listen address needs it
+
         try:
             ipaddress.IPv6Address(host)
         except ValueError:

@@ -8,7 +8,6 @@ validated up front, samples included, and every problem is reported at once as
 
 from __future__ import annotations
 
-import importlib.resources
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -44,9 +43,13 @@ _SAMPLE_SHOWN = 90  # characters of a sample line quoted in a problem message
 
 def default_rules_dir() -> Path:
     """The bundled rule pack: the package data `sglang_sentinel/rules/pack/` (the checkout's
-    top-level `rules/` links to it), found through importlib.resources, never by a guess."""
-    pack = importlib.resources.files(__package__) / "pack"
-    if not isinstance(pack, Path):  # a zip import: the pack has no directory to read
+    top-level `rules/` links to it), found beside this module's file, never by a guess.
+
+    (What importlib.resources.files() gives for a package on a file system; importing it costs
+    every command more than finding the directory.)"""
+    here = Path(__file__)
+    pack = here.with_name("pack")
+    if not here.is_file():  # a zip import: the pack has no directory to read
         raise RuleError([f"{pack}:-: the bundled rule pack is not on a file system"])
     return pack
 
