@@ -19,6 +19,9 @@ from typing import Any
 from .evidence import evidence_from_json, evidence_to_json
 from .model import FactValue, StartupRecord
 
+# Values `plain` hands back as they are when not `finite` (exactly these types, no subclass).
+_SCALARS: frozenset[type] = frozenset({str, int, float, bool, type(None)})
+
 
 def json_key(key: object) -> str:
     """A mapping key as JSON writes it: `None` -> 'null', `True` -> 'true', `1.5` -> '1.5'."""
@@ -39,6 +42,9 @@ def plain(value: Any, *, finite: bool = False) -> Any:
     if isinstance(value, Mapping):
         return {json_key(k): plain(v, finite=finite) for k, v in value.items()}
     if isinstance(value, list | tuple):
+        if not finite and _SCALARS.issuperset(map(type, value)):
+            # Nothing in it to convert (a decode sample, a flag list): the bulk of a record.
+            return list(value)
         return [plain(v, finite=finite) for v in value]
     if finite and isinstance(value, float) and not math.isfinite(value):
         return repr(value)

@@ -627,7 +627,10 @@ def compare_decode(
     base = (baseline or {}).get("buckets", {})
     buckets: list[dict[str, Any]] = []
     for key in sorted(set(cur) & set(base), key=_bucket_order):
-        c, b = cur[key], base[key]
+        # A rate of 0 (an interval so stalled that its rate per request rounds to 0.000) says
+        # nothing about a step's speed and has no log: left out, as the model leaves it out.
+        c = [x for x in cur[key] if x[0] > 0]
+        b = [x for x in base[key] if x[0] > 0]
         if len(c) < settings.min_bucket_samples or len(b) < settings.min_bucket_samples:
             continue
         lc = [math.log(x[0]) for x in c]
