@@ -139,12 +139,20 @@ class Pipeline:
         `max_age_seconds` caps how far back reading starts, with or without a cursor. `boot_id`
         names "this boot" (default: the running kernel's, /proc/sys/kernel/random/boot_id).
         """
+        from .startups import FORGOTTEN_KEPT
+
         self.tracker.restore(self.store.open_builders())
+        closed = self.store.closed_invocations(FORGOTTEN_KEPT)
         cursor = self.store.cursor(self.source_key)
         oldest = time.time() - max_age_seconds if max_age_seconds is not None else None
         if cursor is not None and oldest is not None and _cursor_time(cursor) < oldest:
             self._count_cursor_reset("saved cursor is older than max_replay_age_seconds")
             cursor = None
+        # The startups stored closed stay closed: a line of one after the cursor is too late,
+        # as it would be without the restart; read again from before the cursor, it is
+        # recorded already (re-deriving it from the lines in reach would overwrite the record
+        # with a partial one).
+        self.tracker.close(closed, reread=cursor is None)
         if cursor is None:
             if oldest is not None:
                 self.source.seek_realtime(oldest)
@@ -153,11 +161,6 @@ class Pipeline:
             else:
                 self.source.seek_head()
             return
-        # Every line before the cursor was read: the startups stored closed stay closed (a line
-        # of one after the cursor is too late, as it would be without the restart).
-        from .startups import FORGOTTEN_KEPT
-
-        self.tracker.forget(self.store.closed_invocations(FORGOTTEN_KEPT))
         if not self.source.seek_cursor(cursor):
             self._count_cursor_reset("saved cursor's entry is gone; continuing after it")
 

@@ -69,6 +69,8 @@ _MAX_SERVER_ARGS_CHARS = 1 << 20
 _ENDED_RUNTIME_KEPT = 16
 # Invocation ids of forgotten startups remembered, so that a line of one never starts it afresh.
 FORGOTTEN_KEPT = 256
+# How a closed startup's lines are dropped (StartupTracker._closed).
+LATE, LOGGED, RECORDED = "late", "logged", "recorded"
 # Wall and monotonic clocks may disagree this much (seconds) before it counts as a clock step.
 CLOCK_STEP_TOLERANCE_S = 2.0
 
@@ -269,12 +271,15 @@ class StartupTracker:
         # unit -> invocation id of the startup before its newest: kept open, since journald can
         # write a stopped process's last lines after the next invocation's first ones.
         self._previous: dict[str, str] = {}
-        # Startups forgotten by mark_clean() (insertion order, bounded): a line of one comes
-        # later than even that allows, and is dropped (counted) rather than opening a startup
-        # with the same id that would overwrite the stored record with a near-empty one.
-        self._forgotten: dict[str, bool] = {}  # -> a drop was logged
+        # Closed startups (insertion order, bounded): two startups of their unit came after
+        # them, or they were stored closed before a restart. A line of one is dropped rather
+        # than opening a startup with the same id, which would overwrite the stored record with
+        # a near-empty one. The value: LATE (its lines are late: counted, logged once), LOGGED
+        # (that was logged), RECORDED (stored before the reading went back before its lines,
+        # after a cursor reset: they are read again, and skipped quietly).
+        self._closed: dict[str, str] = {}
         self.late_lines_dropped = 0
-        self._dropping = False  # the entry fed last was dropped: so are its raw lines
+        self._dropping: str | None = None  # the entry fed last was dropped: so are its raw lines
         self._dirty: set[str] = set()
         # Changed by batch lines only (runtime facts, rule_hits, decode samples): stored with
         # the cursor like a cursor move, without re-deriving the record or comparing it.
@@ -371,17 +376,18 @@ class StartupTracker:
         while len(self._ended_runtime) > _ENDED_RUNTIME_KEPT:
             del self._ended_runtime[next(iter(self._ended_runtime))]
 
-    def forget(self, invocation_ids: Iterable[str]) -> None:
-        """Take these startups as forgotten (stored closed before a restart), oldest first."""
+    def close(self, invocation_ids: Iterable[str], *, reread: bool = False) -> None:
+        """Take these startups, stored closed before a restart, as closed (oldest first).
+        `reread`: the reading starts before their lines (a cursor reset), which come again."""
         for inv in invocation_ids:
             if inv not in self._builders:
-                self._close(inv)
+                self._close(inv, RECORDED if reread else LATE)
 
-    def _close(self, inv: str) -> None:
-        """No line changes this startup any more (see `_forgotten`)."""
-        self._forgotten.setdefault(inv, False)
-        while len(self._forgotten) > FORGOTTEN_KEPT:
-            del self._forgotten[next(iter(self._forgotten))]
+    def _close(self, inv: str, how: str = LATE) -> None:
+        """No line changes this startup any more (see `_closed`)."""
+        self._closed.setdefault(inv, how)
+        while len(self._closed) > FORGOTTEN_KEPT:
+            del self._closed[next(iter(self._closed))]
 
     def open_ids(self) -> list[str]:
         """The startups that can still change, in journal order: each unit's newest, and the
@@ -537,11 +543,14 @@ class StartupTracker:
 
     def _feed_entry(self, entry: JournalEntry) -> None:
         self._last_service = None  # until this entry's builder is known
-        self._dropping = entry.invocation_id in self._forgotten
-        if self._dropping:
-            self._late_line(entry.unit, str(entry.invocation_id))
+        inv = entry.invocation_id
+        self._dropping = self._closed.get(inv) if inv else None
+        manager = entry.from_pid1 or (entry.message_id is not None and inv is None)
+        if self._dropping is not None:
+            if not manager:  # PID 1 about a closed startup: nothing to attach it to, as ever
+                self._closed_line(entry.unit, str(inv))
             return
-        if entry.from_pid1 or (entry.message_id is not None and entry.invocation_id is None):
+        if manager:
             self._feed_manager_line(entry)
         else:
             self._feed_service_line(entry)
@@ -551,7 +560,7 @@ class StartupTracker:
         line, or a line after an entry whose handling failed (it went with that entry)."""
         b = self._last_service
         if b is None:
-            if self._dropping:
+            if self._dropping == LATE or self._dropping == LOGGED:
                 self.late_lines_dropped += 1
             return
         entry = JournalEntry(
@@ -683,12 +692,15 @@ class StartupTracker:
             self._dirty.add(inv)
         return b
 
-    def _late_line(self, unit: str, inv: str) -> None:
-        """A line of a startup forgotten already (two startups of its unit came after it in
-        the journal, and were stored): dropped, counted, and logged once per startup."""
+    def _closed_line(self, unit: str, inv: str) -> None:
+        """A line of a closed startup: dropped; a late one is counted, and logged once per
+        startup."""
+        how = self._closed[inv]
+        if how == RECORDED:
+            return
         self.late_lines_dropped += 1
-        if not self._forgotten[inv]:
-            self._forgotten[inv] = True
+        if how == LATE:
+            self._closed[inv] = LOGGED
             log.warning(
                 "late_line_dropped",
                 unit=unit,

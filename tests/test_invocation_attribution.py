@@ -10,6 +10,7 @@ would fail here.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +104,7 @@ def test_a_line_without_an_invocation_id_is_read_with_its_unit(
 # --- the same, however the reading is cut into commits, and across a restart -------------------
 
 
-def _pipeline(journal: Path, state: Path) -> Pipeline:
+def _pipeline(journal: Path, state: Path, key: str = "test") -> Pipeline:
     source = JournalSource([UNIT], directory=journal)
     source.open(follow=False)
     return Pipeline(
@@ -111,7 +112,7 @@ def _pipeline(journal: Path, state: Path) -> Pipeline:
         load_rules([default_rules_dir()]),
         load_policy(None),
         StateStore(state),
-        source_key="test",
+        source_key=key,
     )
 
 
@@ -218,3 +219,34 @@ def test_a_line_two_startups_back_is_dropped_and_its_record_kept(tmp_path: Path)
     assert records[b.invocation_id][1] == "ready"
     assert records[c.invocation_id][3] is None  # C never ended
     assert records[c.invocation_id][4] == 1
+
+
+def test_reading_again_does_not_overwrite_a_closed_startup_with_its_last_lines(
+    tmp_path: Path,
+) -> None:
+    """The configuration's targets change (a new source key: no cursor for it) and
+    `max_replay_age_seconds` starts the reading in the middle of startup A, stored complete and
+    closed: the lines read again leave A's record as it was (they used to re-derive A from its
+    last lines only: no summary, no ready)."""
+    a = ready_startup("2026-03-20 10:00:00", 48)
+    b = ready_startup("2026-03-20 10:05:00", 26)
+    c = ready_startup("2026-03-20 10:10:00", 30)
+    entries = a.entries() + b.entries() + c.entries()
+    journal = tmp_path / "journal"
+    build_journal(write_export(entries, tmp_path / "three.export"), journal)
+    state = tmp_path / "state"
+    first = _pipeline(journal, state)
+    first.resume(from_boot_start=False)
+    _read(first, None)
+    first.source.close()
+    before = _records(state)
+    assert before[a.invocation_id][0]["max_running_requests"] == 48
+    assert before[a.invocation_id][1] == "ready"
+    # Read again from between A's summary line and its ready line.
+    summary_at = int(str(a.entries()[1]["__REALTIME_TIMESTAMP"])) / 1e6
+    again = _pipeline(journal, state, key="test+container")
+    again.resume(from_boot_start=False, max_age_seconds=time.time() - summary_at - 1)
+    _read(again, None)
+    assert again.stats.entries_read > 0
+    assert _records(state) == before
+    assert again.stats.late_lines_dropped == 0  # read again, not late
