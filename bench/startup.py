@@ -56,14 +56,21 @@ def cpu_seconds(argv: Sequence[str], env: dict[str, str]) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def median_cpu(argv: Sequence[str], env: dict[str, str], runs: int, fresh: Path | None) -> float:
-    """Median CPU of `runs` runs; `fresh` (a state directory in argv) is emptied before each."""
-    samples = []
-    for _ in range(runs):
-        if fresh is not None:
-            shutil.rmtree(fresh, ignore_errors=True)
-        samples.append(cpu_seconds(argv, env))
-    return statistics.median(samples)
+def prepare(tree: Path, source: bool) -> dict[str, str]:
+    """The environment that runs `tree`'s package, its bytecode compiled (or removed)."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "TZ": "UTC", "NO_COLOR": "1"}
+    env.pop("SENTINEL_STATE_DIR", None)
+    if source:
+        for cache in (tree / "sglang_sentinel").rglob("__pycache__"):
+            shutil.rmtree(cache)
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    else:
+        subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", str(tree / "sglang_sentinel")],
+            env=env,
+            check=True,
+        )
+    return env
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,58 +86,48 @@ def main(argv: list[str] | None = None) -> int:
         journals["1M"] = generate.ensure(1_000_000)[0]
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
         work = Path(tmp)
-        trees = {args.rev: export_tree(args.rev, work / "rev"), "tree": REPO}
-        print(f"{'command':<28}" + "".join(f"{name:>14}" for name in trees))
-        rows: dict[str, list[float]] = {}
-        for tree in trees.values():
-            env = {**os.environ, "PYTHONPATH": str(tree), "TZ": "UTC", "NO_COLOR": "1"}
-            env.pop("SENTINEL_STATE_DIR", None)
-            if args.source:
-                for cache in (tree / "sglang_sentinel").rglob("__pycache__"):
-                    shutil.rmtree(cache)
-                env["PYTHONDONTWRITEBYTECODE"] = "1"
-            else:
-                subprocess.run(
-                    [sys.executable, "-m", "compileall", "-q", str(tree / "sglang_sentinel")],
-                    env=env,
-                    check=True,
-                )
-            state = work / "state"
-            shutil.rmtree(state, ignore_errors=True)
-            scanned = ["--state-dir", str(state), "--unit", UNIT]
-            subprocess.run(
-                [sentinel, "scan", "--journal-dir", str(journals["100k"]), *scanned],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                check=True,
-            )
-            fresh = work / "fresh"
-            commands = {
-                "import sglang_sentinel.cli": (
-                    [sys.executable, "-c", "import sglang_sentinel.cli"],
-                    None,
-                ),
-                "sentinel scan --help": ([sentinel, "scan", "--help"], None),
-                "sentinel check": ([sentinel, "check", *scanned], None),
-            }
-            for size, journal in journals.items():
-                commands[f"sentinel scan ({size})"] = (
-                    [
-                        sentinel,
-                        "scan",
-                        "--journal-dir",
-                        str(journal),
-                        "--state-dir",
-                        str(fresh),
-                        "--unit",
-                        UNIT,
-                    ],
-                    fresh,
-                )
-            for label, (command, wipe) in commands.items():
-                rows.setdefault(label, []).append(median_cpu(command, env, args.runs, wipe))
-        for label, values in rows.items():
-            print(f"{label:<28}" + "".join(f"{v:>13.3f}s" for v in values))
+        envs = {
+            args.rev: prepare(export_tree(args.rev, work / "rev"), args.source),
+            "tree": prepare(REPO, args.source),
+        }
+        # `check` reads a state the tree's own scan wrote (the formats are the same).
+        state, fresh = work / "state", work / "fresh"
+        scanned = ["--state-dir", str(state), "--unit", UNIT]
+        subprocess.run(
+            [sentinel, "scan", "--journal-dir", str(journals["100k"]), *scanned],
+            env=envs["tree"],
+            stdout=subprocess.DEVNULL,
+            check=True,
+        )
+        commands: dict[str, tuple[list[str], Path | None]] = {
+            "import sglang_sentinel.cli": (
+                [sys.executable, "-c", "import sglang_sentinel.cli"],
+                None,
+            ),
+            "sentinel scan --help": ([sentinel, "scan", "--help"], None),
+            "sentinel check": ([sentinel, "check", *scanned], None),
+        }
+        for size, journal in journals.items():
+            scan = [
+                "scan",
+                "--journal-dir",
+                str(journal),
+                "--state-dir",
+                str(fresh),
+                "--unit",
+                UNIT,
+            ]
+            commands[f"sentinel scan ({size})"] = ([sentinel, *scan], fresh)
+        print(f"{'median CPU of ' + str(args.runs):<28}" + "".join(f"{n:>14}" for n in envs))
+        for label, (command, wipe) in commands.items():
+            samples: dict[str, list[float]] = {name: [] for name in envs}
+            for _ in range(args.runs):  # the two trees in turn: a load change hits both alike
+                for name, env in envs.items():
+                    if wipe is not None:
+                        shutil.rmtree(wipe, ignore_errors=True)
+                    samples[name].append(cpu_seconds(command, env))
+            medians = [statistics.median(samples[name]) for name in envs]
+            print(f"{label:<28}" + "".join(f"{v:>13.3f}s" for v in medians), flush=True)
     return 0
 
 

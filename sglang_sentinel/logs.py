@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -143,11 +144,12 @@ def configure_logging(fmt: str = "auto", level: str = "info", stream: TextIO | N
             json_lines=json_lines, tty=tty, on_journal=on_journal, level=_LEVELS[level], out=stream
         )
 
-    _pending.clear()
-    if "structlog" in sys.modules:  # configuring costs nothing more: do it now
-        apply()
-    else:
-        _pending.append((_LEVELS[level], apply))
+    with _configuring:
+        _pending.clear()
+        if "structlog" in sys.modules:  # configuring costs nothing more: do it now
+            apply()
+        else:
+            _pending.append((_LEVELS[level], apply))
 
 
 def _configure_structlog(
@@ -188,6 +190,7 @@ def _configure_structlog(
 # The configuration configure_logging was given while structlog was not imported yet: its level
 # and how to apply it (at most one; structlog's own configuration is just as process-global).
 _pending: list[tuple[int, Callable[[], None]]] = []
+_configuring = threading.Lock()  # a first event on two threads at once applies it once
 # The level of each logger method, as structlog's filtering logger ranks them.
 _METHOD_LEVELS: Mapping[str, int] = {**_LEVELS, "exception": _LEVELS["error"]}
 
@@ -195,8 +198,8 @@ _METHOD_LEVELS: Mapping[str, int] = {**_LEVELS, "exception": _LEVELS["error"]}
 class Logger:
     """structlog's logger `name`, imported at the first event that passes the configured level.
 
-    Importing structlog costs about as much as the rest of the start of a command (its stdlib
-    module imports asyncio); `sentinel scan` or `check` logging nothing they show never pays it.
+    Importing structlog costs a command ~45 ms of CPU (its stdlib module imports asyncio), a
+    third of a `sentinel check`; a `scan` or `check` that logs nothing it shows never pays it.
     """
 
     def __init__(self, name: str) -> None:
@@ -220,11 +223,13 @@ class Logger:
 
     def _emit(self, method: str, event: str, kw: dict[str, Any]) -> None:
         if _pending:
-            level, apply = _pending[0]
-            if _METHOD_LEVELS[method] < level:
-                return  # what structlog's filtering logger would do, without importing it
-            _pending.clear()
-            apply()
+            with _configuring:
+                if _pending:
+                    level, apply = _pending[0]
+                    if _METHOD_LEVELS[method] < level:
+                        return  # what structlog's filtering logger would do, without importing it
+                    _pending.clear()
+                    apply()
         import structlog
 
         getattr(structlog.get_logger(self.name), method)(event, **kw)

@@ -327,6 +327,12 @@ class SentinelCollector(Collector):
             "Reads of a journal file truncated under the reader (SIGBUS survived, part skipped).",
             value=s.journal_truncated_reads,
         )
+        yield CounterMetricFamily(
+            PREFIX + "late_lines_dropped",
+            "Lines of a startup two or more startups back in the journal, written that late; "
+            "dropped, its stored record kept.",
+            value=s.late_lines_dropped,
+        )
         yield GaugeMetricFamily(
             PREFIX + "journal_files_unreadable",
             "Journal files that could not be opened at all (bad header) when the journal was "

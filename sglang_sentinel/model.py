@@ -75,6 +75,8 @@ class Stats:
     journal_truncated_reads: int = 0
     # Journal files libsystemd could not open at all (bad header) and so skipped.
     journal_files_unreadable: int = 0
+    # Lines of a startup two or more startups back in the journal (forgotten), dropped.
+    late_lines_dropped: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -153,6 +153,11 @@ class Pipeline:
             else:
                 self.source.seek_head()
             return
+        # Every line before the cursor was read: the startups stored closed stay closed (a line
+        # of one after the cursor is too late, as it would be without the restart).
+        from .startups import FORGOTTEN_KEPT
+
+        self.tracker.forget(self.store.closed_invocations(FORGOTTEN_KEPT))
         if not self.source.seek_cursor(cursor):
             self._count_cursor_reset("saved cursor's entry is gone; continuing after it")
 
@@ -181,6 +186,7 @@ class Pipeline:
         n = self.tracker.feed(items, self.source.realtime_us)
         self.stats.journal_corrupt_reads = self.source.corrupt_reads
         self.stats.journal_truncated_reads = self.source.truncated_reads
+        self.stats.late_lines_dropped = self.tracker.late_lines_dropped
         self.stats.journal_files_unreadable = len(self.source.unreadable_files)
         # Stopped by the deadline or stop(), not by the end of the journal or the limit.
         self.cut_short = bool(cut)
@@ -335,12 +341,7 @@ class Pipeline:
         )
 
     def _open_ids(self) -> list[str]:
-        ids = []
-        for unit in self.source.units:
-            inv = self.tracker.current_id(unit)
-            if inv is not None:
-                ids.append(inv)
-        return ids
+        return self.tracker.open_ids()
 
 
 def _until(

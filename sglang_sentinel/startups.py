@@ -28,6 +28,7 @@ from .decode import (
 from .evidence import evidence_from_json, evidence_to_json
 from .fact_ranges import sane_facts
 from .facts import FROM_SETTINGS, RUNTIME_FACTS, STARTUP_FACTS
+from .logs import Logger
 from .model import (
     UNIT_FAILED,
     UNIT_PROCESS_EXIT,
@@ -51,6 +52,10 @@ from .serverargs.diff import normalized_settings
 from .serverargs.parse import BalanceScanner, parse_server_args
 from .text import clean_message
 
+log = Logger("sglang_sentinel")
+
+log = Logger("sglang_sentinel")
+
 # Told about an exception while handling one entry: the stage ("rules" or "tracker") and the error.
 ErrorSink = Callable[[str, Exception], None]
 _MISS: Any = object()  # a line the matcher's known answers do not have
@@ -62,6 +67,8 @@ _TRACEBACK_HEAD = "Traceback (most recent call last):"
 _MAX_SERVER_ARGS_CHARS = 1 << 20
 # Forgotten startups whose runtime values stay available (see StartupTracker.runtime_views).
 _ENDED_RUNTIME_KEPT = 16
+# Invocation ids of forgotten startups remembered, so that a line of one never starts it afresh.
+FORGOTTEN_KEPT = 256
 # Wall and monotonic clocks may disagree this much (seconds) before it counts as a clock step.
 CLOCK_STEP_TOLERANCE_S = 2.0
 
@@ -259,6 +266,15 @@ class StartupTracker:
         self.monotonic: Callable[[], tuple[int, str] | None] | None = None
         self._builders: dict[str, _Builder] = {}  # invocation id -> builder
         self._current: dict[str, str] = {}  # unit -> invocation id of its newest startup
+        # unit -> invocation id of the startup before its newest: kept open, since journald can
+        # write a stopped process's last lines after the next invocation's first ones.
+        self._previous: dict[str, str] = {}
+        # Startups forgotten by mark_clean() (insertion order, bounded): a line of one comes
+        # later than even that allows, and is dropped (counted) rather than opening a startup
+        # with the same id that would overwrite the stored record with a near-empty one.
+        self._forgotten: dict[str, bool] = {}  # -> a drop was logged
+        self.late_lines_dropped = 0
+        self._dropping = False  # the entry fed last was dropped: so are its raw lines
         self._dirty: set[str] = set()
         # Changed by batch lines only (runtime facts, rule_hits, decode samples): stored with
         # the cursor like a cursor move, without re-deriving the record or comparing it.
@@ -279,6 +295,11 @@ class StartupTracker:
         for text in builder_states:  # in journal order: a unit's last one is its current one
             b = _Builder.from_json(text)
             self._builders[b.invocation_id] = b
+            if b.unit in self._current:
+                older = self._previous.get(b.unit)
+                if older is not None:
+                    self._close(older)
+                self._previous[b.unit] = self._current[b.unit]
             self._current[b.unit] = b.invocation_id
 
     def take_dirty(self) -> list[tuple[StartupRecord, str]]:
@@ -323,6 +344,10 @@ class StartupTracker:
         """invocation id -> latest batch-line values: each unit's current startup and the few
         startups forgotten last; a copy the caller may publish as is."""
         views = dict(self._ended_runtime)
+        for inv in self._previous.values():
+            b = self._builders.get(inv)
+            if b is not None and (b.runtime or b.deferred):
+                views[inv] = b.runtime_view()
         for inv in self._current.values():
             b = self._builders.get(inv)
             if b is not None:
@@ -335,14 +360,35 @@ class StartupTracker:
         self._dirty.clear()
         self._touched.clear()
         self._last_service = None
-        # Only the newest startup of each unit can still change; forget the others.
-        keep = set(self._current.values())
+        # Only the newest startup of each unit, and late lines of the one before, can still
+        # change it; forget the others.
+        keep = set(self.open_ids())
         for inv in [i for i in self._builders if i not in keep]:
             b = self._builders.pop(inv)
             if b.runtime or b.deferred:
                 self._ended_runtime[inv] = b.runtime_view()
+            self._close(inv)
         while len(self._ended_runtime) > _ENDED_RUNTIME_KEPT:
             del self._ended_runtime[next(iter(self._ended_runtime))]
+
+    def forget(self, invocation_ids: Iterable[str]) -> None:
+        """Take these startups as forgotten (stored closed before a restart), oldest first."""
+        for inv in invocation_ids:
+            if inv not in self._builders:
+                self._close(inv)
+
+    def _close(self, inv: str) -> None:
+        """No line changes this startup any more (see `_forgotten`)."""
+        self._forgotten.setdefault(inv, False)
+        while len(self._forgotten) > FORGOTTEN_KEPT:
+            del self._forgotten[next(iter(self._forgotten))]
+
+    def open_ids(self) -> list[str]:
+        """The startups that can still change, in journal order: each unit's newest, and the
+        one before it (a late line of its process may still come); their resumable state must
+        survive a restart."""
+        open_ = {*self._current.values(), *self._previous.values()}
+        return [i for i in self._builders if i in open_]
 
     @property
     def dirty_count(self) -> int:
@@ -491,6 +537,10 @@ class StartupTracker:
 
     def _feed_entry(self, entry: JournalEntry) -> None:
         self._last_service = None  # until this entry's builder is known
+        self._dropping = entry.invocation_id in self._forgotten
+        if self._dropping:
+            self._late_line(entry.unit, str(entry.invocation_id))
+            return
         if entry.from_pid1 or (entry.message_id is not None and entry.invocation_id is None):
             self._feed_manager_line(entry)
         else:
@@ -501,6 +551,8 @@ class StartupTracker:
         line, or a line after an entry whose handling failed (it went with that entry)."""
         b = self._last_service
         if b is None:
+            if self._dropping:
+                self.late_lines_dropped += 1
             return
         entry = JournalEntry(
             b.unit, clean_message(raw), realtime_us(), invocation_id=b.invocation_id
@@ -620,9 +672,29 @@ class StartupTracker:
             if previous is not None and previous.ended_at is None:
                 previous.ended_at = ts
                 self._dirty.add(previous.invocation_id)
+            if previous is not None:
+                # The startup before the previous one is closed now, whenever it is stored: its
+                # late lines are dropped however the reading was cut into commits.
+                older = self._previous.get(unit)
+                if older is not None:
+                    self._close(older)
+                self._previous[unit] = previous.invocation_id
             self._current[unit] = inv
             self._dirty.add(inv)
         return b
+
+    def _late_line(self, unit: str, inv: str) -> None:
+        """A line of a startup forgotten already (two startups of its unit came after it in
+        the journal, and were stored): dropped, counted, and logged once per startup."""
+        self.late_lines_dropped += 1
+        if not self._forgotten[inv]:
+            self._forgotten[inv] = True
+            log.warning(
+                "late_line_dropped",
+                unit=unit,
+                invocation=inv[:8],
+                reason="a line of a startup two startups back; its stored record is kept",
+            )
 
     def _mono(self) -> tuple[int, str] | None:
         return self.monotonic() if self.monotonic is not None else None

@@ -395,6 +395,15 @@ class StateStore:
         ).fetchall()
         return [str(r[0]) for r in rows]
 
+    def closed_invocations(self, limit: int) -> list[str]:
+        """The invocation ids of the newest `limit` startups without resumable state (no
+        longer open), oldest first."""
+        rows = self._db.execute(
+            "SELECT invocation_id FROM startups WHERE builder IS NULL ORDER BY seq DESC LIMIT ?",
+            (limit,),
+        ).fetchall()
+        return [str(r[0]) for r in reversed(rows)]
+
     def startups(self, units: Iterable[str] | None = None) -> list[StartupRecord]:
         """Records oldest first, optionally only of `units`."""
         if units is None:

@@ -15,8 +15,16 @@ from typing import Any
 
 import pytest
 from journaltools import build_journal, ready_startup, write_export
+from structlog.testing import capture_logs
 
 from sglang_sentinel.cli import main
+from sglang_sentinel.compare import load_policy
+from sglang_sentinel.journal import JournalSource
+from sglang_sentinel.pipeline import Pipeline
+from sglang_sentinel.rules.files import default_rules_dir, load_rules
+from sglang_sentinel.state import StateStore
+
+UNIT = "sglang-qwen.service"
 
 DECODE = (
     "[2026-03-20 {time} TP0] Decode batch, #running-req: {running}, #token: 50, token usage: 0.01, "
@@ -90,3 +98,123 @@ def test_a_line_without_an_invocation_id_is_read_with_its_unit(
     assert startup["invocation_id"] == b.invocation_id
     assert startup["facts"]["kv_cache_tokens"] == 1000
     assert startup["runtime"]["decode_lines"] == 2
+
+
+# --- the same, however the reading is cut into commits, and across a restart -------------------
+
+
+def _pipeline(journal: Path, state: Path) -> Pipeline:
+    source = JournalSource([UNIT], directory=journal)
+    source.open(follow=False)
+    return Pipeline(
+        source,
+        load_rules([default_rules_dir()]),
+        load_policy(None),
+        StateStore(state),
+        source_key="test",
+    )
+
+
+def _records(state: Path) -> dict[str, tuple[Any, ...]]:
+    """What a startup's record says, by invocation id."""
+    store = StateStore(state, readonly=True)
+    return {
+        r.invocation_id: (
+            dict(r.facts),
+            r.outcome,
+            r.ready_at,
+            r.ended_at,
+            r.rule_hits.get("decode_batch", 0),
+        )
+        for r in store.startups()
+    }
+
+
+def _read(pipeline: Pipeline, limit: int | None) -> None:
+    while True:
+        n = pipeline.process(limit=limit)
+        pipeline.commit(force=True, final=n == 0)
+        if n == 0:
+            return
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 5])
+def test_late_lines_do_not_depend_on_when_the_state_is_committed(
+    tmp_path: Path, limit: int
+) -> None:
+    """A commit forgets the finished startups; the one before the newest stays open, so a late
+    line of it is A's whether or not a commit came between (it used to open a new, empty
+    startup A, overwriting A's stored record, and end B)."""
+    journal, inv_a, inv_b = _journal(tmp_path, [DECODE.format(time="10:04:59", running=1), KV_LINE])
+    one = _pipeline(journal, tmp_path / "one-pass")
+    one.source.seek_head()
+    _read(one, None)
+    stepped = _pipeline(journal, tmp_path / "stepped")
+    stepped.source.seek_head()
+    _read(stepped, limit)
+    expected = _records(tmp_path / "one-pass")
+    assert expected[inv_a][0]["kv_cache_tokens"] == 1000
+    assert expected[inv_a][0]["max_running_requests"] == 48
+    assert expected[inv_b][3] is None  # B never ended
+    assert _records(tmp_path / "stepped") == expected
+    assert stepped.stats.late_lines_dropped == 0
+
+
+def test_a_late_line_after_a_restart_is_still_its_startups(tmp_path: Path) -> None:
+    """The daemon stops after B's first lines and resumes from its cursor: the one before the
+    newest startup is restored open too."""
+    journal, _, _ = _journal(tmp_path, [DECODE.format(time="10:04:59", running=1), KV_LINE])
+    one = _pipeline(journal, tmp_path / "one-pass")
+    one.source.seek_head()
+    _read(one, None)
+    first = _pipeline(journal, tmp_path / "restarted")
+    first.resume(from_boot_start=False)
+    # Up to B's first decode line: A's started, summary and ready lines, then B's (the two
+    # PID 1 lines come from the side reader and count too).
+    read = 0
+    while read < 7:
+        read += first.process(limit=1)
+        first.commit(force=True)
+    first.source.close()
+    second = _pipeline(journal, tmp_path / "restarted")
+    second.resume(from_boot_start=False)
+    _read(second, None)
+    assert _records(tmp_path / "restarted") == _records(tmp_path / "one-pass")
+
+
+def test_a_line_two_startups_back_is_dropped_and_its_record_kept(tmp_path: Path) -> None:
+    """A's line after C started: A is closed (however the reading was committed), so the line
+    is dropped, counted, and logged once; A's and the others' records are as without it."""
+    a = ready_startup("2026-03-20 10:00:00", 48)
+    b = ready_startup("2026-03-20 10:05:00", 26)
+    c = ready_startup("2026-03-20 10:10:00", 30)
+    a.at("2026-03-20 10:11:00")
+    a.line(DECODE.format(time="10:04:59", running=1))
+    a.line(KV_LINE)
+    c.at("2026-03-20 10:12:00")
+    c.line(DECODE.format(time="10:12:00", running=3))
+    entries = sorted(
+        a.entries() + b.entries() + c.entries(), key=lambda e: int(str(e["__REALTIME_TIMESTAMP"]))
+    )
+    journal = tmp_path / "journal"
+    build_journal(write_export(entries, tmp_path / "late.export"), journal)
+    results = []
+    for limit in (None, 1):
+        pipeline = _pipeline(journal, tmp_path / f"state-{limit}")
+        pipeline.source.seek_head()
+        with capture_logs() as logs:
+            _read(pipeline, limit)
+        assert pipeline.stats.late_lines_dropped == 2  # the decode line and the KV line
+        # Logged once for the startup, not once a line.
+        dropped = [e for e in logs if e["event"] == "late_line_dropped"]
+        assert [e["invocation"] for e in dropped] == [a.invocation_id[:8]]
+        results.append(_records(tmp_path / f"state-{limit}"))
+    assert results[0] == results[1]
+    records = results[0]
+    assert set(records) == {a.invocation_id, b.invocation_id, c.invocation_id}
+    assert records[a.invocation_id][0]["max_running_requests"] == 48
+    assert records[a.invocation_id][0]["kv_cache_tokens"] is None
+    assert records[a.invocation_id][1] == "ready"
+    assert records[b.invocation_id][1] == "ready"
+    assert records[c.invocation_id][3] is None  # C never ended
+    assert records[c.invocation_id][4] == 1
