@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from . import generate
-from .__main__ import BIN, FLOOR, RESULTS, SHAPES, run_header
+from .__main__ import BIN, FLOOR, RESULTS, SHAPES, compile_package, run_header
 from .measure import run_pipeline
 
 SOURCE = Path(__file__).resolve().parent / "readfloor.c"
@@ -174,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     load_at_start = os.getloadavg()
     began = time.perf_counter()
     journals: dict[str, Any] = {}
+    compile_package()
     with tempfile.TemporaryDirectory(prefix="sentinel-readfloor-") as tmp:
         exe = build_reader(Path(tmp))
         for shape in SHAPES:
