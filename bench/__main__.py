@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     built = {shape: generate.ensure(entries, shape=shape) for shape in SHAPES}
     built_small = {shape: generate.ensure(small, shape=shape) for shape in SHAPES}
     pattern = startup_pattern()
-    results = {shape: {k: [] for k in METHODS} for shape in SHAPES}
+    results: dict[str, dict[str, list[Run]]] = {shape: {k: [] for k in METHODS} for shape in SHAPES}
     small_scans: dict[str, list[Run]] = {shape: [] for shape in SHAPES}
     checks: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="sentinel-bench-") as tmp:

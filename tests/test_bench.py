@@ -153,3 +153,29 @@ def test_mtail_program_finds_what_the_sentinel_finds(
 def _names(value: object) -> tuple[str, ...]:
     """A list fact's items (a tuple of names), or none."""
     return tuple(str(v) for v in value) if isinstance(value, tuple) else ()
+
+
+def test_lower_bound_readers_read_what_the_floor_reads(
+    small_journal: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    """bench.lowerbound's C reader and the Python floor read the same unit entries, and see the
+    invocation change once per startup of the generated journal (else its bound means nothing)."""
+    from bench import lowerbound
+
+    journal, manifest = small_journal
+    exe = lowerbound.build_reader(tmp_path)
+    doc = lowerbound.measure(journal, manifest, exe, runs=1)
+    # The unit's own lines: the manifest counts PID 1's lines about the unit with them.
+    assert doc["unit_lines"] == manifest["unit_entries"] - manifest["kinds"]["pid1"]
+    assert doc["invocation_changes"] == len(manifest["startups"])
+    assert set(doc["cpu_s"]) == {
+        "a",
+        "a_invocation",
+        "python",
+        "imports",
+        "d",
+        *(f"c_{mode}" for mode in lowerbound.C_MODES),
+    }
+    assert "exact bound" in lowerbound.render(
+        {"runs_each": 1, "target_over_floor": 1.5, "journals": {"single": doc}}
+    )
