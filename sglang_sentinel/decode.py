@@ -551,14 +551,7 @@ def mann_whitney_z(x: Sequence[float], y: Sequence[float]) -> float:
     if len(set(pooled)) < n:
         for t in Counter(pooled).values():  # the runs in sorted order, as the loop had them
             ties += t**3 - t
-    u = ranks_x - n1 * (n1 + 1) / 2
-    mean = n1 * n2 / 2
-    var = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1)))
-    if var <= 0:
-        return 0.0
-    diff = u - mean
-    diff = diff - 0.5 if diff > 0 else diff + 0.5 if diff < 0 else 0.0
-    return diff / math.sqrt(var)
+    return _z(ranks_x, ties, n1, n2)
 
 
 def _mann_whitney_z_pooled(x: Sequence[float], y: Sequence[float]) -> float:
@@ -578,6 +571,13 @@ def _mann_whitney_z_pooled(x: Sequence[float], y: Sequence[float]) -> float:
         ties += t**3 - t
         ranks_x += rank * sum(1 for k in range(i, j + 1) if pooled[k][1] == 0)
         i = j + 1
+    return _z(ranks_x, ties, n1, n2)
+
+
+def _z(ranks_x: float, ties: float, n1: int, n2: int) -> float:
+    """The normal approximation of Mann-Whitney's U from x's rank sum and the tie term (sum of
+    t^3 - t over runs of equal values), with continuity correction."""
+    n = n1 + n2
     u = ranks_x - n1 * (n1 + 1) / 2
     mean = n1 * n2 / 2
     var = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1)))
