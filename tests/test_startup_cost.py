@@ -87,11 +87,28 @@ def scanned(seed_journal_dir: Path, tmp_path: Path) -> tuple[Path, int, set[str]
     return state, code, loaded
 
 
+def _reader_modules() -> set[str]:
+    """What importing python-systemd's reader loads by itself in this interpreter (on 3.10 its
+    `uuid` imports `platform`, which imports `subprocess`): a scan cannot do without it."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json, sys, systemd.journal; print(json.dumps([*sys.modules]))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    return set(json.loads(done.stdout))
+
+
 def test_scan_loads_only_the_modules_it_uses(scanned: tuple[Path, int, set[str]]) -> None:
     _, code, loaded = scanned
     assert code == 0
     assert {"systemd.journal", "sglang_sentinel.startups", "sglang_sentinel.sigbus"} <= loaded
-    assert sorted(loaded & NOT_ON_THE_COMMAND_PATH) == []
+    assert sorted((loaded - _reader_modules()) & NOT_ON_THE_COMMAND_PATH) == []
 
 
 @pytest.mark.parametrize(
