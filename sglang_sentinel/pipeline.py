@@ -139,10 +139,10 @@ class Pipeline:
         `max_age_seconds` caps how far back reading starts, with or without a cursor. `boot_id`
         names "this boot" (default: the running kernel's, /proc/sys/kernel/random/boot_id).
         """
-        from .startups import FORGOTTEN_KEPT
+        from .startups import CLOSED_KEPT
 
         self.tracker.restore(self.store.open_builders())
-        closed = self.store.closed_invocations(FORGOTTEN_KEPT)
+        closed = self.store.closed_invocations(CLOSED_KEPT)
         cursor = self.store.cursor(self.source_key)
         oldest = time.time() - max_age_seconds if max_age_seconds is not None else None
         if cursor is not None and oldest is not None and _cursor_time(cursor) < oldest:

@@ -54,8 +54,6 @@ from .text import clean_message
 
 log = Logger("sglang_sentinel")
 
-log = Logger("sglang_sentinel")
-
 # Told about an exception while handling one entry: the stage ("rules" or "tracker") and the error.
 ErrorSink = Callable[[str, Exception], None]
 _MISS: Any = object()  # a line the matcher's known answers do not have
@@ -67,8 +65,8 @@ _TRACEBACK_HEAD = "Traceback (most recent call last):"
 _MAX_SERVER_ARGS_CHARS = 1 << 20
 # Forgotten startups whose runtime values stay available (see StartupTracker.runtime_views).
 _ENDED_RUNTIME_KEPT = 16
-# Invocation ids of forgotten startups remembered, so that a line of one never starts it afresh.
-FORGOTTEN_KEPT = 256
+# Closed startups remembered (StartupTracker._closed), so that a line of one never starts it afresh.
+CLOSED_KEPT = 256
 # How a closed startup's lines are dropped (StartupTracker._closed).
 LATE, LOGGED, RECORDED = "late", "logged", "recorded"
 # Wall and monotonic clocks may disagree this much (seconds) before it counts as a clock step.
@@ -275,8 +273,8 @@ class StartupTracker:
         # them, or they were stored closed before a restart. A line of one is dropped rather
         # than opening a startup with the same id, which would overwrite the stored record with
         # a near-empty one. The value: LATE (its lines are late: counted, logged once), LOGGED
-        # (that was logged), RECORDED (stored before the reading went back before its lines,
-        # after a cursor reset: they are read again, and skipped quietly).
+        # (that was logged), RECORDED (stored before a restart whose reading starts before its
+        # lines, with no cursor: they come again, and are skipped quietly).
         self._closed: dict[str, str] = {}
         self.late_lines_dropped = 0
         self._dropping: str | None = None  # the entry fed last was dropped: so are its raw lines
@@ -378,7 +376,7 @@ class StartupTracker:
 
     def close(self, invocation_ids: Iterable[str], *, reread: bool = False) -> None:
         """Take these startups, stored closed before a restart, as closed (oldest first).
-        `reread`: the reading starts before their lines (a cursor reset), which come again."""
+        `reread`: the reading starts before their lines (no cursor), which come again."""
         for inv in invocation_ids:
             if inv not in self._builders:
                 self._close(inv, RECORDED if reread else LATE)
@@ -386,7 +384,7 @@ class StartupTracker:
     def _close(self, inv: str, how: str = LATE) -> None:
         """No line changes this startup any more (see `_closed`)."""
         self._closed.setdefault(inv, how)
-        while len(self._closed) > FORGOTTEN_KEPT:
+        while len(self._closed) > CLOSED_KEPT:
             del self._closed[next(iter(self._closed))]
 
     def open_ids(self) -> list[str]:
