@@ -81,6 +81,7 @@ def record_to_doc(record: StartupRecord) -> dict[str, Any]:
         "rule_hits": plain(record.rule_hits),
         "decode": plain(record.decode),
         "notes": [evidence_to_json(n) for n in record.notes],
+        "ledger": plain(record.ledger),
     }
 
 
@@ -100,6 +101,7 @@ def record_from_doc(doc: Mapping[str, Any]) -> StartupRecord:
         rule_hits=doc.get("rule_hits", {}),
         decode=doc.get("decode", {}),
         notes=tuple(evidence_from_json(n) for n in doc.get("notes", ())),
+        ledger=doc.get("ledger"),
     )
 
 

@@ -24,6 +24,7 @@ from .model import (
     Severity,
     StartupRecord,
 )
+from .ledger_check import LEDGER_CHECK, LEDGER_KEYS, ledger_diff, ledger_finding, ledger_problems
 from .rules.files import default_policy_path
 from .runtime_checks import RUNTIME_CHECKS, RUNTIME_KEYS, decode_result, runtime_findings
 from .serverargs.diff import (
@@ -47,6 +48,7 @@ CHECKS = (
     *RUNTIME_CHECKS,
     "fact_invalid",
     "startup_stalled",
+    LEDGER_CHECK,
 )
 _DROP_CHECKS = {
     "max_running_requests_drop": ("max_running_requests", "max_running_requests"),
@@ -62,6 +64,7 @@ _KEYS = {
     "fact_missing": {"severity", "facts", "enabled"},
     **RUNTIME_KEYS,
     "startup_stalled": {"severity", "enabled", "baseline_multiple", "min_seconds"},
+    **LEDGER_KEYS,
 }
 # Checks whose severity grows with the size of the drop, and the tiers they pass through.
 ESCALATING_CHECKS = frozenset(k for k, keys in _KEYS.items() if "critical_drop_percent" in keys)
@@ -232,6 +235,8 @@ def _validate_policy(checks: Mapping[str, Mapping[str, Any]]) -> list[tuple[str,
                 problems.append((path, f"must be a positive number; got {value!r}"))
             elif key == "enabled" and not isinstance(value, bool):
                 problems.append((path, f"must be true or false; got {value!r}"))
+            elif (wrong := ledger_problems(check, key, value)) is not None:
+                problems.append((path, wrong))
     return problems
 
 
@@ -279,9 +284,19 @@ def compare(
                 evidence=invalid,
             )
         )
+    diff = ledger_diff(record, baseline, policy)
+    log_diff = diff.to_json() if diff is not None else None
     if record.outcome != "ready" or baseline is None or baseline is record:
+        f = ledger_finding(diff, findings, policy)
+        if f:
+            findings.append(f)
         return Comparison(
-            record, baseline, kind if baseline else None, tuple(findings), decode=decode
+            record,
+            baseline,
+            kind if baseline else None,
+            tuple(findings),
+            decode=decode,
+            log_diff=log_diff,
         )
     for check, (fact, label) in _DROP_CHECKS.items():
         f = _drop_finding(check, fact, label, record, baseline, policy, evidence)
@@ -298,7 +313,10 @@ def compare(
     if f:
         findings.append(f)
     findings.extend(runtime_findings(record, baseline, policy, evidence, decode))
-    return Comparison(record, baseline, kind, tuple(findings), decode=decode)
+    f = ledger_finding(diff, findings, policy)
+    if f:
+        findings.append(f)
+    return Comparison(record, baseline, kind, tuple(findings), decode=decode, log_diff=log_diff)
 
 
 def stall_after(baseline: StartupRecord | None, policy: Policy) -> float:

@@ -145,6 +145,9 @@ class StartupRecord:
     # Why facts are null although a line reported them (fact_ranges.py: not finite, out of
     # range), and clock skew around the startup.
     notes: tuple[Evidence, ...] = ()
+    # The downgrade ledger (ledger.py): the startup window's downgrade lines as templates, each
+    # with one redacted example and its ranks; None when not recorded (an older release).
+    ledger: Mapping[str, Any] | None = None
 
     def fact(self, name: str) -> FactValue:
         return self.facts.get(name)
@@ -211,3 +214,6 @@ class Comparison:
     findings: tuple[Finding, ...]
     # Decode throughput at like load against the baseline (the JSON contract's runtime.decode).
     decode: Mapping[str, Any] = field(default_factory=dict)
+    # New and gone downgrade templates against the baseline (ledger.LogDiff.to_json(), the
+    # JSON contract's log_diff); None while there is nothing to compare.
+    log_diff: Mapping[str, Any] | None = None

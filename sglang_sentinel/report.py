@@ -10,6 +10,7 @@ from typing import Any
 from .codec import plain
 from .decode import describe, phase_durations
 from .evidence import render_evidence
+from .ledger_check import LEDGER_CHECK
 from .facts import STARTUP_FACTS, report_facts
 from .model import SEVERITY_ORDER, Comparison, Evidence, Finding, StartupRecord
 from .text import duration
@@ -60,6 +61,7 @@ def startup_json(comparison: Comparison) -> dict[str, Any]:
         "notes": [render_evidence(n) for n in r.notes],
         "baseline": baseline,
         "runtime": runtime_json(comparison),
+        "log_diff": plain(comparison.log_diff),
         "findings": [
             {
                 "check": f.check,
@@ -119,7 +121,8 @@ def render_comparison(comparison: Comparison) -> str:
     findings = sorted(comparison.findings, key=lambda f: -SEVERITY_ORDER[f.severity])
     for f in findings:
         lines.append(f"  {f.severity.upper():<9} {f.message}")
-    evidence = merged_evidence(findings)
+    # The ledger's evidence is its lines, already quoted in its message.
+    evidence = merged_evidence([f for f in findings if f.check != LEDGER_CHECK])
     if evidence:
         lines.append(f"  {'changed':<9} " + compact_evidence(evidence))
     if r.outcome == "ready":

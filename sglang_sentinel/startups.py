@@ -28,6 +28,7 @@ from .decode import (
 from .evidence import evidence_from_json, evidence_to_json
 from .fact_ranges import sane_facts
 from .facts import FROM_SETTINGS, RUNTIME_FACTS, STARTUP_FACTS
+from .ledger import LogLedger, Vocabulary
 from .logs import Logger
 from .model import (
     UNIT_FAILED,
@@ -113,6 +114,8 @@ class _Builder:
     deferred: dict[BatchMatch, bytes] = field(default_factory=dict)
     # Decode intervals at like load and startup phase marks (decode.py).
     decode: DecodeState = field(default_factory=DecodeState)
+    # The startup window's downgrade lines as templates (ledger.py).
+    ledger: LogLedger = field(default_factory=LogLedger)
     # The last full snapshot(): a change that only batch lines made (rule_hits, decode) is
     # stored as this with those two fields replaced (`StartupTracker.saved_form`), without
     # re-deriving the facts from ~300 server_args fields.
@@ -156,6 +159,7 @@ class _Builder:
             "start_mono": self.start_mono,
             "ready_mono": self.ready_mono,
             "clock_notes": [evidence_to_json(n) for n in self.clock_notes],
+            "ledger": self.ledger.to_doc(),
         }
         return json.dumps(data, sort_keys=True)
 
@@ -181,6 +185,7 @@ class _Builder:
             start_mono=_mono_of(d.get("start_mono")),
             ready_mono=_mono_of(d.get("ready_mono")),
             clock_notes=[evidence_from_json(n) for n in d.get("clock_notes", ())],
+            ledger=LogLedger.from_doc(d.get("ledger")),
         )
 
     def snapshot(self) -> StartupRecord:
@@ -233,6 +238,7 @@ class _Builder:
             rule_hits=dict(self.rule_hits),
             notes=tuple(notes + clock_notes),
             decode=self.decode.summary(),
+            ledger=self.ledger.to_doc(),
         )
         self.record = record
         return record
@@ -290,6 +296,8 @@ class StartupTracker:
         self._last_service: _Builder | None = None
         # Decode lines this long after ready are past JIT warm-up (policy decode_throughput_drop).
         self.decode_warmup_seconds = 300.0
+        self._vocabulary: Vocabulary | None = None  # of the rule set `_vocabulary_of`
+        self._vocabulary_of: object = None
 
     # -- persistence hooks --------------------------------------------------------------------
 
@@ -454,6 +462,8 @@ class StartupTracker:
         # kind in `deferred` already, and its lines are added to the hit counts when it ends.
         run: BatchMatch | None = None
         run_lines = 0
+        # The ledger's cheap test (a downgrade word in the raw line), for startup-window lines.
+        downgrade = self.vocabulary().raw_search
         for item in items:
             n += 1
             try:
@@ -462,8 +472,15 @@ class StartupTracker:
                     # The digit-masked line: the matcher's key, and decode_line's line shape.
                     shape = raw.translate(mask) if known_get else b""
                     verdict: Any = known_get(shape, _MISS) if known_get else _MISS
-                    if verdict is None:
-                        continue  # no rule matches a line of this shape
+                    if verdict is None:  # no rule matches a line of this shape
+                        if (
+                            downgrade is not None
+                            and b.ready_at is None
+                            and b.failure_reason is None
+                            and downgrade(raw)
+                        ):
+                            self._ledger(b, clean_message(raw), ())
+                        continue
                     if verdict.__class__ is not BatchMatch:
                         try:
                             verdict = match_line(raw)
@@ -495,6 +512,13 @@ class StartupTracker:
                         deferred[verdict] = raw
                         run_lines += 1
                         continue
+                    if (
+                        downgrade is not None
+                        and b.ready_at is None
+                        and b.failure_reason is None
+                        and downgrade(raw)
+                    ):
+                        self._ledger(b, clean_message(raw), verdict)
                     if not verdict:
                         continue
                     if run is not None:
@@ -632,6 +656,10 @@ class StartupTracker:
             matches = self.matcher.match(entry.message)
         except Exception as exc:
             raise _StageFault("rules") from exc
+        if b.ready_at is None and b.failure_reason is None:
+            vocabulary = self.vocabulary()
+            if vocabulary.hits(entry.message):
+                self._ledger(b, entry.message, matches)
         if not matches:
             return
         for m in matches:
@@ -639,6 +667,19 @@ class StartupTracker:
             if m.rule_id in OBSERVED_RULES:
                 self._observe(b, m.rule_id, entry.message, lambda: entry.realtime_us)
         self._changed(b.invocation_id, matches)
+
+    def vocabulary(self) -> Vocabulary:
+        """The ledger's downgrade words of the matcher's rule set (a reload may replace it)."""
+        rules = self.matcher.rules
+        if self._vocabulary is None or self._vocabulary_of is not rules:
+            self._vocabulary = Vocabulary(rules.downgrade_words)
+            self._vocabulary_of = rules
+        return self._vocabulary
+
+    def _ledger(self, b: _Builder, message: str, matches: Sequence[RuleMatch]) -> None:
+        """A startup-window line with a downgrade word: into the startup's ledger."""
+        if b.ledger.offer(message, matches):
+            self._dirty.add(b.invocation_id)
 
     def _changed(self, inv: str, matches: Sequence[RuleMatch]) -> None:
         """Mark a startup changed by these matches: touched when they set runtime facts only

@@ -34,7 +34,7 @@ POLICY_FILE: Final = "policy.yaml"  # in a rule directory: the policy, not a rul
 _RULE_KEYS: Final = frozenset(
     {"id", "description", "contains", "regex", "scope", "facts", "samples", "also_matches"}
 )
-_TOP_KEYS: Final = frozenset({"version", "rules"})
+_TOP_KEYS: Final = frozenset({"version", "rules", "downgrade_words"})
 _FACT_KEYS: Final = frozenset({"type", "group", "value"})
 _SAMPLE_KEYS: Final = frozenset({"match", "no_match"})
 _ID_RE: Final = re.compile(r"[a-z][a-z0-9_]*\Z")
@@ -61,10 +61,11 @@ def default_policy_path() -> Path:
 
 def load_rules(dirs: Sequence[Path]) -> RuleSet:
     """Load and validate every `*.yaml` rule file in `dirs`; raise RuleError listing every problem."""
-    rules, problems = _load(dirs)
+    words: list[str] = []
+    rules, problems = _load(dirs, words)
     if problems:
         raise RuleError(problems)
-    return RuleSet(tuple(rules))
+    return RuleSet(tuple(rules), tuple(words))
 
 
 def check_rules(dirs: Sequence[Path]) -> list[str]:
@@ -89,22 +90,23 @@ def _rule_files(directory: Path) -> list[Path]:
 # --- loading -------------------------------------------------------------------------------
 
 
-def _load(dirs: Sequence[Path]) -> tuple[list[Rule], list[str]]:
+def _load(dirs: Sequence[Path], words: list[str] | None = None) -> tuple[list[Rule], list[str]]:
     problems: list[str] = []
+    words = [] if words is None else words
     merged: dict[str, Rule] = {}  # a later file's rule replaces an earlier one with the same id
     for directory in dirs:
         if not directory.is_dir():
             problems.append(f"{directory}:-: rules directory does not exist or is not a directory")
             continue
         for path in _rule_files(directory):
-            for rule in _load_file(path, problems):
+            for rule in _load_file(path, problems, words):
                 merged[rule.id] = rule
     rules = list(merged.values())
     _check_overlaps(rules, problems)
     return rules, problems
 
 
-def _load_file(path: Path, problems: list[str]) -> list[Rule]:
+def _load_file(path: Path, problems: list[str], words: list[str]) -> list[Rule]:
     where = str(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -125,7 +127,10 @@ def _load_file(path: Path, problems: list[str]) -> list[Rule]:
         problems.append(f"{where}:-: top level must be a mapping with `version: 1` and `rules:`")
         return []
     for key in sorted(set(map(str, document)) - _TOP_KEYS):
-        problems.append(f"{where}:-: unknown top-level key {key!r} (allowed: version, rules)")
+        problems.append(
+            f"{where}:-: unknown top-level key {key!r} (allowed: version, rules, downgrade_words)"
+        )
+    _parse_words(where, document.get("downgrade_words", []), words, problems)
     version = document.get("version")
     if version != 1 or isinstance(version, bool):
         problems.append(f"{where}:-: `version` must be 1, found {version!r}")
@@ -140,6 +145,20 @@ def _load_file(path: Path, problems: list[str]) -> list[Rule]:
         if rule is not None:
             rules.append(rule)
     return rules
+
+
+def _parse_words(where: str, raw: object, words: list[str], problems: list[str]) -> None:
+    """`downgrade_words:`: the ledger's vocabulary (ledger.py), a list of plain phrases."""
+    if not isinstance(raw, list):
+        problems.append(f"{where}:-: `downgrade_words` must be a list of phrases")
+        return
+    for word in raw:
+        if not isinstance(word, str) or len(word.strip()) < 3:
+            problems.append(
+                f"{where}:-: downgrade_words: {word!r} is not a phrase of 3 characters or more"
+            )
+        elif word not in words:
+            words.append(word)
 
 
 def _parse_rule(

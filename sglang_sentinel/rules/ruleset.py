@@ -227,6 +227,9 @@ class RuleSet:
     """
 
     rules: tuple[Rule, ...]
+    # The words that make a startup line a downgrade message for the ledger (ledger.py): the
+    # rule files' `downgrade_words:`, merged.
+    downgrade_words: tuple[str, ...] = ()
     _by_id: Mapping[str, Rule] = field(init=False, repr=False, compare=False)
     _head_len: int = field(init=False, repr=False, compare=False)
     _heads: Mapping[str, tuple[tuple[str, Rule], ...]] = field(
