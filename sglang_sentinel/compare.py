@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from .errors import ConfigError
 from .evidence import fmt_value, invalid_fact_text
+from .ledger_check import LEDGER_CHECK, LEDGER_KEYS, ledger_diff, ledger_finding, ledger_problems
 from .model import (
     SEVERITIES,
     SEVERITY_ORDER,
@@ -24,7 +25,6 @@ from .model import (
     Severity,
     StartupRecord,
 )
-from .ledger_check import LEDGER_CHECK, LEDGER_KEYS, ledger_diff, ledger_finding, ledger_problems
 from .rules.files import default_policy_path
 from .runtime_checks import RUNTIME_CHECKS, RUNTIME_KEYS, decode_result, runtime_findings
 from .serverargs.diff import (

@@ -86,7 +86,7 @@ def ledger_finding(
         return None
     judged = [judged_by(line, findings) for line in diff.new]
     evidence = []
-    for line, check in zip(diff.new, judged):
+    for line, check in zip(diff.new, judged, strict=True):
         where = f"on {line.ranks} ranks" if line.ranks > 1 else "on 1 rank"
         also = f"; already judged by {check}" if check else ""
         evidence.append(note(f"new in this startup's log ({where}{also}): {line.example}"))

@@ -10,8 +10,8 @@ from typing import Any
 from .codec import plain
 from .decode import describe, phase_durations
 from .evidence import render_evidence
-from .ledger_check import LEDGER_CHECK
 from .facts import STARTUP_FACTS, report_facts
+from .ledger_check import LEDGER_CHECK
 from .model import SEVERITY_ORDER, Comparison, Evidence, Finding, StartupRecord
 from .text import duration
 

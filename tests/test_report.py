@@ -172,6 +172,7 @@ def test_json_contract_carries_evidence_and_notes_as_their_sentences() -> None:
         "notes",
         "baseline",
         "runtime",
+        "log_diff",
         "findings",
     ]
     assert list(startup["facts"]) == list(STARTUP_FACTS)

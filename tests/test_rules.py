@@ -455,7 +455,7 @@ rules:
 def test_top_level_schema_problems(tmp_path: Path) -> None:
     path = write(tmp_path, "a.yaml", "version: 2\nextra: 1\nrules: {}\n")
     assert check_rules([tmp_path]) == [
-        f"{path}:-: unknown top-level key 'extra' (allowed: version, rules)",
+        f"{path}:-: unknown top-level key 'extra' (allowed: version, rules, downgrade_words)",
         f"{path}:-: `version` must be 1, found 2",
         f"{path}:-: `rules` must be a list of rules",
     ]
