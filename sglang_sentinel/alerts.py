@@ -52,6 +52,7 @@ ALERT_NAMES: Final[Mapping[str, str]] = MappingProxyType(
         "startup_slow": "SGLangStartupSlow",
         "fact_invalid": "SGLangSentinelFactInvalid",
         "startup_stalled": "SGLangStartupStalled",
+        "new_downgrade_message": "SGLangNewDowngradeMessage",
     }
 )
 FALLBACK_ALERT_NAME: Final = "SGLangStartupRegression"  # a check added without a rule yet

@@ -29,7 +29,16 @@ from .evidence import render_evidence
 from .logs import Logger, configure_logging, print_error
 from .model import SEVERITY_ORDER, Comparison, StartupRecord
 from .pipeline import Pipeline, evaluate, load_rules_and_policy, source_key
-from .report import render_diff, render_report, render_startups, scan_json, startup_json
+from .ledger import log_diff
+from .ledger_check import accepted_patterns
+from .report import (
+    render_diff,
+    render_log_diff,
+    render_report,
+    render_startups,
+    scan_json,
+    startup_json,
+)
 from .rules.files import check_rules, default_rules_dir
 from .state import DB_NAME, StateStore, broken_database
 
@@ -134,6 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("a", nargs="?", metavar="A")
     p.add_argument("b", nargs="?", metavar="B")
+    p.add_argument(
+        "--log",
+        action="store_true",
+        help="the downgrade ledger: downgrade messages new in B and gone since A, with examples",
+    )
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser(
@@ -412,6 +426,15 @@ def cmd_diff(args: argparse.Namespace) -> int:
             )
         a = baseline
     evidence = common_evidence(b, a)
+    if args.log:
+        diff = log_diff(b, a, accepted_patterns(policy))
+        if args.json:
+            _emit_json(
+                {"a": a.invocation_id, "b": b.invocation_id, "log_diff": diff and diff.to_json()}
+            )
+        else:
+            print(render_log_diff(a, b, diff))
+        return EXIT_OK
     if args.json:
         _emit_json(
             {

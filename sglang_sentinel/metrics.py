@@ -118,6 +118,12 @@ class SentinelCollector(Collector):
             "severity or worse; one series per severity the check can reach.",
             labels=["unit", "check", "severity"],
         )
+        new_downgrades = GaugeMetricFamily(
+            PREFIX + "new_downgrade_messages",
+            "Downgrade message templates in the latest startup's log that its baseline never "
+            "printed (the downgrade ledger), accepted ones left out.",
+            labels=["unit"],
+        )
         info = InfoMetricFamily(
             PREFIX + "server",
             "The latest startup's model and layout.",
@@ -207,6 +213,8 @@ class SentinelCollector(Collector):
                 for tier in policy.tiers(check):
                     regression.add_metric([unit, check, tier], 1.0 if tier in reached else 0.0)
             has_baseline.add_metric([unit], 1.0 if c.baseline is not None else 0.0)
+            if c.log_diff is not None:
+                new_downgrades.add_metric([unit], float(len(c.log_diff["new"])))
             info.add_metric(
                 [
                     unit,
@@ -231,6 +239,7 @@ class SentinelCollector(Collector):
         yield from runtime.values()
         yield from (
             regression,
+            new_downgrades,
             info,
             baseline_info,
             baseline_pinned,

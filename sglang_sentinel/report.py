@@ -11,6 +11,7 @@ from .codec import plain
 from .decode import describe, phase_durations
 from .evidence import render_evidence
 from .facts import STARTUP_FACTS, report_facts
+from .ledger import LogDiff
 from .ledger_check import LEDGER_CHECK
 from .model import SEVERITY_ORDER, Comparison, Evidence, Finding, StartupRecord
 from .text import duration
@@ -233,6 +234,31 @@ def render_diff(a: StartupRecord, b: StartupRecord, evidence: Sequence[Evidence]
         lines.append("  facts identical")
     for item in evidence:
         lines.append(f"  {render_evidence(item)}")
+    return "\n".join(lines)
+
+
+def render_log_diff(a: StartupRecord, b: StartupRecord, diff: LogDiff | None) -> str:
+    """`sentinel diff --log`: B's downgrade messages that A never printed, and those gone."""
+    lines = [
+        f"{a.unit}: {a.invocation_id[:8]} ({local_time(a.started_at)}) → "
+        f"{b.invocation_id[:8]} ({local_time(b.started_at)}), downgrade messages"
+    ]
+    if diff is None:
+        missing = a if a.ledger is None else b
+        lines.append(
+            f"  no ledger for {missing.invocation_id[:8]} (recorded by a release before the "
+            "downgrade ledger): nothing to compare"
+        )
+        return "\n".join(lines)
+    for sign, entries in (("new ", diff.new), ("gone", diff.gone)):
+        for line in entries:
+            ranks = f"{line.ranks} rank{'s' if line.ranks != 1 else ''}"
+            lines.append(f"  {sign}  {line.template}")
+            lines.append(f"        e.g. {line.example}  ({ranks})")
+    if not diff.new and not diff.gone:
+        lines.append("  the same downgrade messages")
+    if diff.accepted:
+        lines.append(f"  accepted (policy accepted_messages): {diff.accepted} new not shown")
     return "\n".join(lines)
 
 
