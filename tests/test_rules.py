@@ -207,6 +207,9 @@ def test_startup_1_baseline_facts(pack: RuleSet) -> None:
         "prefill_batch": 3,
         "server_ready": 1,
         "decode_batch": 1,
+        # rules/60-downgrades.yaml: the mamba overlap disable and PCIe custom all-reduce.
+        "overlap_schedule_disabled": 1,
+        "custom_all_reduce_disabled": 4,
     }
 
 
