@@ -26,11 +26,11 @@ from .config.load import load_config
 from .config.schema import Config, config_to_dict
 from .errors import ConfigError, JournalError, NoDataError, RuleError, SentinelError, UsageError
 from .evidence import render_evidence
+from .ledger import log_diff
+from .ledger_check import accepted_patterns
 from .logs import Logger, configure_logging, print_error
 from .model import SEVERITY_ORDER, Comparison, StartupRecord
 from .pipeline import Pipeline, evaluate, load_rules_and_policy, source_key
-from .ledger import log_diff
-from .ledger_check import accepted_patterns
 from .report import (
     render_diff,
     render_log_diff,
