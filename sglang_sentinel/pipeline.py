@@ -296,6 +296,10 @@ class Pipeline:
                 record, builder = self.tracker.saved_form(inv)
                 stage = "state"
                 new = store.save_startup(record, builder)
+                if new is None:
+                    # The stored record is stronger (read from more of the startup's lines)
+                    # and stays; it is what is compared and announced.
+                    record = store.startup(inv) or record
                 stage = "compare"
                 comparison = self.evaluator(store, record, self.policy)
             except (sqlite3.OperationalError, OSError):
@@ -305,7 +309,7 @@ class Pipeline:
                     ok.rollback()
                 self._failed(stage, exc, invocation=inv[:8], once=(stage, inv))
                 return None
-        return comparison, int(new)
+        return comparison, int(bool(new))
 
     def _save_touched(self, inv: str) -> None:
         """Store a startup only batch lines changed (inside the commit's transaction)."""
