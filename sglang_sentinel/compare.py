@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .errors import ConfigError
-from .evidence import fmt_value, invalid_fact_text
+from .evidence import fmt_value, invalid_fact_text, note
 from .ledger_check import LEDGER_CHECK, LEDGER_KEYS, ledger_diff, ledger_finding, ledger_problems
 from .model import (
     SEVERITIES,
@@ -377,6 +377,8 @@ def _drop_finding(
         severity = "warning"
     else:
         return None
+    if check == "max_running_requests_drop":
+        evidence = evidence + _capacity_limits(record)
     return Finding(
         check=check,
         severity=severity,
@@ -385,6 +387,24 @@ def _drop_finding(
         message=f"{label} {fmt_value(old)} → {fmt_value(new)} (−{drop:.0f} %)",
         evidence=evidence,
     )
+
+
+def _capacity_limits(record: StartupRecord) -> tuple[Evidence, ...]:
+    """The limits SGLang said set max_running_requests (rules/60-downgrades.yaml, the mamba
+    cap), as evidence; never a claim that one caused the drop."""
+    said = []
+    limit, value = (
+        record.fact("max_running_requests_limit"),
+        record.fact("max_running_requests_limited_to"),
+    )
+    if limit is not None:
+        said.append(f"{limit}" + (f" ({value})" if value is not None else ""))
+    cap = record.fact("mamba_running_cap")
+    if cap is not None:
+        said.append(f"the mamba state cache ({cap})")
+    if not said:
+        return ()
+    return (note("SGLang logged a max_running_requests limit: " + "; ".join(said)),)
 
 
 def _switch_finding(

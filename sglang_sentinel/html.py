@@ -21,6 +21,7 @@ from .compare import Policy
 from .decode import describe
 from .evidence import render_evidence
 from .facts import page_facts
+from .ledger_check import LEDGER_CHECK
 from .model import SEVERITY_ORDER, Comparison, FactValue, Finding, StartupRecord
 from .pipeline import evaluate
 from .report import compact_evidence, merged_evidence
@@ -223,6 +224,7 @@ def _unit_section(s: UnitStatus) -> str:
     parts.append("</div>")
     if c is not None:
         parts.append(_evidence(c))
+        parts.append(_log_diff(c))
     parts.append("</section>")
     return "\n".join(parts)
 
@@ -309,7 +311,8 @@ def _findings(c: Comparison) -> str:
 
 def _evidence(c: Comparison) -> str:
     """The compact line a person reads, and every item behind a <details> (no script needed)."""
-    evidence = merged_evidence(_ordered(c.findings))
+    # The ledger's lines have their own block (_log_diff).
+    evidence = merged_evidence([f for f in _ordered(c.findings) if f.check != LEDGER_CHECK])
     if not evidence:
         return ""
     shown = "".join(
@@ -326,6 +329,22 @@ def _evidence(c: Comparison) -> str:
         f'<details><summary>all {len(evidence)} evidence items</summary><ul class="evidence">'
         f"{shown}{more}</ul></details>"
     )
+
+
+def _log_diff(c: Comparison) -> str:
+    """The downgrade ledger's block: lines new in this startup's log (and those gone)."""
+    diff = c.log_diff
+    if not diff or not (diff["new"] or diff["gone"]):
+        return ""
+    rows = "".join(
+        f"<li><code>{_e(_clip(str(line['example'])))}</code> "
+        f"<em>({int(line['ranks'])} rank{'s' if line['ranks'] != 1 else ''})</em></li>"
+        for line in diff["new"][:MAX_EVIDENCE]
+    )
+    gone = len(diff["gone"])
+    tail = f"<p>{gone} downgrade message(s) of the baseline not printed now.</p>" if gone else ""
+    head = "<h3>New in this startup's log</h3>"
+    return f'{head}<ul class="log-new">{rows}</ul>{tail}' if rows else f"{head}{tail}"
 
 
 def _facts_table(c: Comparison) -> str:

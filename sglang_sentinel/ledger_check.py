@@ -25,8 +25,18 @@ LEDGER_KEYS: Mapping[str, set[str]] = {
 _SHOWN = 3  # examples quoted in the finding's message; all of them are in its evidence
 # check -> the facts its finding judges: the check's own name when it is a fact, and the facts
 # whose status-page row the check flags (facts.py).
+# The capacity drop's evidence names the limit SGLang logged (compare._capacity_limits).
+_ALSO_JUDGED: Mapping[str, frozenset[str]] = {
+    "max_running_requests_drop": frozenset(
+        {"max_running_requests_limit", "max_running_requests_limited_to", "mamba_running_cap"}
+    ),
+}
 _JUDGES: Mapping[str, frozenset[str]] = {
-    check: frozenset({check} | {f.name for f in FACTS if f.page and f.page.check == check})
+    check: frozenset(
+        {check}
+        | {f.name for f in FACTS if f.page and f.page.check == check}
+        | _ALSO_JUDGED.get(check, frozenset())
+    )
     for check in {f.page.check for f in FACTS if f.page and f.page.check}
 }
 

@@ -142,3 +142,22 @@ def test_history_is_the_last_twelve_startups_read_from_state(tmp_path: Path) -> 
     assert status.comparison.baseline is not None
     assert status.comparison.baseline.invocation_id == "d" * 8
     assert "<h3>Last 12 startups</h3>" in page(status)
+
+
+def test_new_log_lines_have_their_block_escaped() -> None:
+    """The downgrade ledger's new lines: one block, examples escaped, gone ones counted."""
+    base, now = record("a", 1_773_000_000.0), record("b", 1_773_100_000.0)
+    diff = {
+        "new": [{"template": "x", "example": HOSTILE, "ranks": 4, "kind": "downgrade"}],
+        "gone": [{"template": "y", "example": "old line", "ranks": 1, "kind": "downgrade"}],
+    }
+    c = Comparison(now, base, "pinned", (), log_diff=diff)
+    html = page(UnitStatus("sglang-a.service", c, None, (base, now), False))
+    assert "<h3>New in this startup's log</h3>" in html
+    assert "<script" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<em>(4 ranks)</em>" in html
+    assert "<p>1 downgrade message(s) of the baseline not printed now.</p>" in html
+    quiet = Comparison(now, base, "pinned", (), log_diff={"new": [], "gone": []})
+    assert "New in this startup" not in page(
+        UnitStatus("sglang-a.service", quiet, None, (base, now), False)
+    )

@@ -312,3 +312,24 @@ def test_figures_never_make_a_new_template(numbers: list[int], sizes: list[int],
         "Post-capture KV sizing: max_running_requests <N> -> <N>; pool <N> tokens, <N> free, "
         "bs <LIST> pid=<N> at <PATH>"
     )
+
+
+def test_a_capacity_drop_names_the_limit_sglang_logged() -> None:
+    base = run(startup(mrr=48), "a" * 32)
+    now = run(
+        startup(
+            "[2026-03-09 21:33:00 TP0] Post-capture KV sizing: max_running_requests 48 -> 40",
+            mrr=40,
+        ),
+        "b" * 32,
+    )
+    assert now.facts["max_running_requests_limit"] == "post-capture KV sizing"
+    assert now.facts["max_running_requests_limited_to"] == 40
+    c = compare(now, base, "pinned", POLICY)
+    [drop] = [f for f in c.findings if f.check == "max_running_requests_drop"]
+    assert [e.detail for e in drop.evidence if e.kind == "note"] == [
+        "SGLang logged a max_running_requests limit: post-capture KV sizing (40)"
+    ]
+    # The limit's line is new, and judged by the drop: shown, not alerted twice.
+    [ledger] = [f for f in c.findings if f.check == "new_downgrade_message"]
+    assert ledger.severity == "info"
