@@ -28,6 +28,7 @@ from typing import IO, Any, Final, Protocol
 from .compare import reached_tiers
 from .config.schema import AlertmanagerConfig, ListenAddress
 from .evidence import render_evidence
+from .ledger_check import alerting
 from .logs import Logger
 from .model import Comparison, Finding, Severity, Stats
 from .redact import scrub_text
@@ -305,6 +306,8 @@ class AlertPusher:
         out: dict[AlertKey, tuple[Mapping[str, str], Mapping[str, str]]] = {}
         for comparison in comparisons:
             for finding in comparison.findings:
+                if not alerting(finding):
+                    continue  # as the regression series: none for it (ledger_check.alerting)
                 notes = _annotations(comparison, finding)
                 for tier in reached_tiers(finding.check, finding.severity):
                     labels = self._labels(comparison, finding, tier)

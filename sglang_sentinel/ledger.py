@@ -148,6 +148,9 @@ class LogLedger:
         if not self.recorded or any(marker in message for marker in _NOT_MESSAGES):
             return False
         body, rank = split_prefix(message)
+        # Redacted before anything else: the template is shown too, and a secret cut in two
+        # by a length bound might no longer look like one.
+        body = scrub_text(body)
         template = template_of(body)
         if not template:
             return False
@@ -157,7 +160,7 @@ class LogLedger:
             if len(self.entries) >= TEMPLATES_KEPT:
                 self.dropped += 1
                 return True
-            example = scrub_text(body[:EXAMPLE_CHARS].rstrip())
+            example = body[:EXAMPLE_CHARS].rstrip()
             entry = self.entries[template] = _Entry(example, set(), [], [])
             changed = True
         label = rank_label(rank)

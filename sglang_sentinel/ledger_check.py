@@ -88,6 +88,12 @@ def judged_by(line: LogLine, findings: Sequence[Finding]) -> str | None:
     return None
 
 
+def alerting(finding: Finding) -> bool:
+    """False for a ledger finding of severity info: shown everywhere, alerted nowhere (neither
+    a regression series nor a direct push), since its lines are judged or merely noted."""
+    return not (finding.check == LEDGER_CHECK and finding.severity == "info")
+
+
 def ledger_finding(
     diff: LogDiff | None, findings: Sequence[Finding], policy: _Policy
 ) -> Finding | None:
@@ -121,6 +127,7 @@ __all__ = [
     "LEDGER_CHECK",
     "LEDGER_KEYS",
     "accepted_patterns",
+    "alerting",
     "judged_by",
     "ledger_diff",
     "ledger_finding",

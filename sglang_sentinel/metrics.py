@@ -25,6 +25,7 @@ from .baseline_file import model_label, record_sha256, tp_label
 from .compare import CHECKS, Policy, reached_tiers
 from .decode_metrics import decode_metrics
 from .facts import Fact, metric_facts, metric_of
+from .ledger_check import alerting
 from .model import Comparison, FactValue, StartupRecord, Stats
 
 PREFIX = "sglang_sentinel_"
@@ -207,6 +208,8 @@ class SentinelCollector(Collector):
                 if check == "startup_stalled":
                     continue  # above, from the startup under way
                 f = firing.get(check)
+                if f is not None and not alerting(f):
+                    f = None  # shown, never alerted (ledger_check.alerting)
                 # Series per tier, never relabelled: an escalation sets the critical series
                 # to 1 and leaves the warning one as it was, so its alert carries on.
                 reached = reached_tiers(check, f.severity) if f else ()

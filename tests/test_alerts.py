@@ -603,3 +603,16 @@ def test_urllib_post_returns_http_errors_as_status(receiver: Receiver) -> None:
     receiver.status = 400
     status, text = urllib_post(receiver.url + "/api/v2/alerts", b"[]", {}, 2.0)
     assert (status, text) == (400, "{}")
+
+
+def test_a_ledger_finding_of_judged_lines_is_not_pushed(receiver: Receiver) -> None:
+    """Its lines are judged by another finding: shown, never alerted (as on /metrics)."""
+    judged = Finding("new_downgrade_message", "info", None, ("x",), "1 downgrade message")
+    new = Finding("new_downgrade_message", "warning", None, ("y",), "1 downgrade message")
+    pusher, _ = make([receiver.url], Clock())
+    pusher.update([comparison(PCG, judged), comparison(new, unit="sglang-b.service")])
+    pusher.flush()
+    assert sorted((a["labels"]["unit"], a["labels"]["alertname"]) for a in receiver.bodies[0]) == [
+        ("sglang-b.service", "SGLangNewDowngradeMessage"),
+        (UNIT, "SGLangPiecewiseCudaGraphDisabled"),
+    ]

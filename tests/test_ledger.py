@@ -333,3 +333,13 @@ def test_a_capacity_drop_names_the_limit_sglang_logged() -> None:
     # The limit's line is new, and judged by the drop: shown, not alerted twice.
     [ledger] = [f for f in c.findings if f.check == "new_downgrade_message"]
     assert ledger.severity == "info"
+
+
+def test_a_secret_reaches_neither_the_template_nor_the_example() -> None:
+    ledger = LogLedger()
+    secret = "AKIAIOSFODNN7EXAMPLE"
+    assert ledger.offer(f"[2026-03-09 21:31:24] Fallback to anonymous: key {secret} not supported")
+    doc = ledger.to_doc()
+    assert doc is not None
+    assert secret not in json.dumps(doc)
+    assert doc["templates"][0]["template"] == "Fallback to anonymous: key <redacted> not supported"

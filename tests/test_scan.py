@@ -71,7 +71,9 @@ def test_seed_fixture_two_ready_startups_with_the_documented_facts(
         "max_running_requests_drop",
         "kv_cache_tokens_drop",
         "piecewise_cuda_graph_disabled",
+        "new_downgrade_message",  # the PCG line, already judged: severity info
     }
+    assert checks["new_downgrade_message"]["severity"] == "info"
     mrr = checks["max_running_requests_drop"]
     assert (mrr["severity"], mrr["baseline"], mrr["current"]) == ("critical", 48, 26)
     evidence = "\n".join(checks["piecewise_cuda_graph_disabled"]["evidence"])
@@ -295,4 +297,5 @@ def test_seed_replayed_from_fixture_logs_matches_the_export(
         "max_running_requests_drop",
         "kv_cache_tokens_drop",
         "piecewise_cuda_graph_disabled",
+        "new_downgrade_message",
     }
