@@ -127,7 +127,7 @@ def test_sd_notify_ready_after_bind_then_status_then_stopping(
     assert status_msg.startswith(f"STATUS={UNIT}: ")
     # The status settles on the caught-up state of the seed journal.
     notify_socket.wait_for(
-        lambda m: m == f"STATUS={UNIT}: ready, 3 finding(s) vs previous", 10, "the final STATUS"
+        lambda m: m == f"STATUS={UNIT}: ready, 4 finding(s) vs previous", 10, "the final STATUS"
     )
     s.proc.send_signal(signal.SIGTERM)
     notify_socket.wait_for(lambda m: m == "STOPPING=1", 5, "STOPPING=1")

@@ -40,10 +40,10 @@ def test_restart_relogs_nothing_and_logs_the_clis_pin(
     state = tmp_path / "state"
     try:
         first = sentinels.start("--journal-dir", str(seed_journal_dir), state=state)
-        wait_until(lambda: counts(first)["finding_raised"] == 3, 20, "three findings raised")
+        wait_until(lambda: counts(first)["finding_raised"] == 4, 20, "four findings raised")
         stop(first)
         assert counts(first)["startup_recorded"] == 2
-        assert counts(first)["finding_raised"] == 3
+        assert counts(first)["finding_raised"] == 4
 
         # While the sentinel was down, the second (running) startup logged a decode batch line.
         later = StartupScript(

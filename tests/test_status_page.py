@@ -154,7 +154,7 @@ def test_status_page_renders_in_chromium(tmp_path: Path, sentinels: Sentinels) -
         li.text.strip() for li in root.find_all("li") if li.attrs.get("class", "").startswith("v-")
     ]
     assert summary == [
-        f"✖ CRITICAL {scenario.seed_unit} max_running_requests 48 → 26 (−46 %) (+2 more)",
+        f"✖ CRITICAL {scenario.seed_unit} max_running_requests 48 → 26 (−46 %) (+3 more)",
         f"✔ OK {scenario.ok_unit} no regression against the baseline",
         f"✖ FAILED {scenario.failed_unit} Scheduler hit an exception: {pagescenario.HOSTILE}",
         f"◷ STALLED {scenario.stalled_unit} {stall_message}",
@@ -174,6 +174,16 @@ def test_status_page_renders_in_chromium(tmp_path: Path, sentinels: Sentinels) -
             "piecewise CUDA graph on → off; disable_piecewise_cuda_graph=True not on the "
             "command line: set by SGLang",
         ],
+        [
+            "ℹ INFO",
+            "new_downgrade_message",
+            "1 downgrade message the baseline never printed: Disable piecewise CUDA graph "
+            "because --disable-piecewise-cuda-graph is set",
+        ],
+    ]
+    # The downgrade ledger's block: the line new in this startup's log, on its 4 ranks.
+    assert [li.text for li in seed.find_all("ul", "log-new")[0].find_all("li")] == [
+        "Disable piecewise CUDA graph because --disable-piecewise-cuda-graph is set (4 ranks)"
     ]
     evidence = [li.text for li in seed.find_all("ul", "evidence")[0].find_all("li")]
     assert evidence[0] == (
