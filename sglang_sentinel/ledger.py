@@ -281,14 +281,25 @@ def log_diff(
     new: list[LogLine] = []
     silenced = 0
     for template, line in now.items():
-        if template in before:
+        if template in before or _reworded(line, record, baseline):
             continue
         if any(p.search(template) or p.search(line.example) for p in accepted):
             silenced += 1
             continue
         new.append(line)
-    gone = tuple(line for template, line in before.items() if template not in now)
+    gone = tuple(
+        line
+        for template, line in before.items()
+        if template not in now and not _reworded(line, baseline, record)
+    )
     return LogDiff(tuple(new), gone, silenced)
+
+
+def _reworded(line: LogLine, record: StartupRecord, other: StartupRecord) -> bool:
+    """The line's rule named facts that the other startup has with the same values: the same
+    downgrade in another release's wording (`Custom allreduce` -> `CustomAllreduce`)."""
+    named = [f for f in line.facts if record.facts.get(f) is not None]
+    return bool(named) and all(record.facts.get(f) == other.facts.get(f) for f in named)
 
 
 __all__ = [

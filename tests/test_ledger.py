@@ -343,3 +343,64 @@ def test_a_secret_reaches_neither_the_template_nor_the_example() -> None:
     assert doc is not None
     assert secret not in json.dumps(doc)
     assert doc["templates"][0]["template"] == "Fallback to anonymous: key <redacted> not supported"
+
+
+def _generated(draw: st.DrawFn) -> list[str]:
+    """One startup of a fixed configuration with its own figures, pids and rank order."""
+    n = st.integers(1, 10**7)
+    gb = st.floats(0.01, 200, allow_nan=False).map(lambda x: f"{x:.2f}")
+    ranks = draw(st.permutations([0, 1, 2, 3]))
+    ts = f"2026-03-{draw(st.integers(10, 28))} {draw(st.integers(10, 23))}:{draw(n) % 60:02d}:07"
+    lines = [f"[{ts}] Attention backend not specified. Use flashinfer backend by default."]
+    for tp in ranks:
+        lines += [
+            f"[{ts} TP{tp}] Custom allreduce is disabled because it's not supported on more than "
+            "two PCIe-only GPUs. To silence this warning, specify disable_custom_all_reduce=True "
+            "explicitly.",
+            f"[{ts} TP{tp}] Load weight begin. avail mem={draw(gb)} GB",
+            f"[{ts} TP{tp}] Loading safetensors checkpoint shards: {draw(n) % 100}% Completed | "
+            f"{draw(n) % 40}/40 [00:{draw(n) % 60:02d}<00:10, {draw(gb)}it/s]",
+            f"[{ts} TP{tp}] Using default MoE kernel config. Performance might be sub-optimal! "
+            f"Config file not found at /opt/{draw(n)}/configs/E=256,N={draw(n)},device_name=X.json",
+            f"[{ts} TP{tp}] Capture cuda graph bs {sorted(draw(st.sets(n, min_size=1, max_size=9)))}",
+        ]
+    mrr = draw(n)
+    lines += [
+        f"[{ts} TP0] Max running requests is reset to {mrr} for speculative decoding.",
+        SUMMARY.format(mrr=mrr),
+        READY,
+        f'[{ts}] INFO:     127.0.0.1:{draw(n)} - "POST /generate HTTP/1.1" 200 OK',
+        f"[{ts}] Disabling something after ready, pid {draw(n)}",
+    ]
+    return lines
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.data())
+def test_restarts_of_one_configuration_never_give_a_new_downgrade_message(
+    data: st.DataObject,
+) -> None:
+    base = run(data.draw(st.composite(_generated)()), "a" * 32)
+    now = run(data.draw(st.composite(_generated)()), "b" * 32)
+    c = compare(now, base, "pinned", POLICY)
+    assert c.log_diff == {"new": [], "gone": []}
+    assert "new_downgrade_message" not in [f.check for f in c.findings]
+
+
+def test_an_upgrade_that_rewords_a_known_downgrade_is_no_alarm() -> None:
+    """0.5.9's `Custom allreduce is disabled` is 0.5.10's `CustomAllreduce is disabled`: the
+    rule names the same facts with the same values, so the line is not new; a new reason is."""
+    reason = "because it's not supported on more than two PCIe-only GPUs."
+    old = run(startup(f"[2026-03-09 21:31:24 TP0] Custom allreduce is disabled {reason}"), "a" * 32)
+    new = run(startup(f"[2026-03-09 21:31:24 TP0] CustomAllreduce is disabled {reason}"), "b" * 32)
+    assert compare(new, old, "pinned", POLICY).log_diff == {"new": [], "gone": []}
+    other = run(
+        startup(
+            "[2026-03-09 21:31:24 TP0] CustomAllreduce is disabled because this process group "
+            "spans across nodes."
+        ),
+        "c" * 32,
+    )
+    assert new_templates(other, old) == [
+        "CustomAllreduce is disabled because this process group spans across nodes."
+    ]
