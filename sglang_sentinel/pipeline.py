@@ -182,7 +182,6 @@ class Pipeline:
         if not self.source.seek_cursor(cursor):
             self._count_cursor_reset("saved cursor's entry is gone; continuing after it")
 
-
     def _count_cursor_reset(self, reason: str) -> None:
         self.stats.cursor_resets += 1
         with self.store.transaction():

@@ -162,7 +162,9 @@ def test_a_version_1_state_is_upgraded_in_place(tmp_path: Path, readonly: bool) 
     prev = store.previous_ready(latest)
     assert prev is not None and prev.invocation_id == "1" * 32
     db = sqlite3.connect(state / DB_NAME)
-    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
+        str(SCHEMA_VERSION),
+    )
     assert db.execute("SELECT name FROM sqlite_master WHERE name='comparisons'").fetchall() == []
     assert db.execute("SELECT seq FROM startups ORDER BY seq").fetchall() == [(1,), (2,), (3,)]
     store.close()

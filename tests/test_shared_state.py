@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
-from journaltools import StartupScript, build_journal, write_export
+from journaltools import ExportValue, StartupScript, build_journal, write_export
 
 from sglang_sentinel.cli import main
 from sglang_sentinel.config.load import load_config
@@ -46,7 +46,7 @@ def ready(unit: str, inv: str, hhmm: str, mrr: int) -> StartupScript:
     return s
 
 
-def segments() -> list[list[dict[str, object]]]:
+def segments() -> list[list[dict[str, ExportValue]]]:
     """Three stretches of one boot's journal.
 
     1 (10:00-10:10): A1 starts (loading), B1, C1 and D1 are ready.
@@ -107,7 +107,7 @@ def journals(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[Path, Path]
     """Per stretch: its journal file, and a directory with a copy of the journal up to it."""
     tmp = tmp_path_factory.mktemp("shared")
     out: list[tuple[Path, Path]] = []
-    so_far: list[dict[str, object]] = []
+    so_far: list[dict[str, ExportValue]] = []
     for n, segment in enumerate(segments(), 1):
         so_far += segment
         part = build_journal(write_export(segment, tmp / f"seg{n}.export"), tmp / f"seg{n}")
