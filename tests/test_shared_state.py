@@ -96,7 +96,7 @@ def run_daemon(journal: Path, state: Path, units: Sequence[str]) -> None:
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
-    return code, out if code == 0 else out + err
+    return code, out if code in (0, 1) else err
 
 
 Step = Callable[[Path, Path, Path], None]
