@@ -208,6 +208,7 @@ class Pipeline:
         self.stats.journal_corrupt_reads = self.source.corrupt_reads
         self.stats.journal_truncated_reads = self.source.truncated_reads
         self.stats.late_lines_dropped = self.tracker.late_lines_dropped
+        self.stats.forged_entries = self.source.forged_entries
         self.stats.journal_files_unreadable = len(self.source.unreadable_files)
         # Stopped by the deadline or stop(), not by the end of the journal or the limit.
         self.cut_short = bool(cut)
