@@ -51,7 +51,7 @@ _PATH: Final = re.compile(r"(?<![\w.<>])(?:~|\.{1,2})?/[^\s'\"`]+")
 _IP: Final = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b")
 _HEX: Final = re.compile(r"\b0x[0-9a-f]+\b|\b(?=[0-9a-f]*\d)[0-9a-f]{12,64}\b", re.IGNORECASE)
 _NUMBER: Final = re.compile(
-    r"(?<![A-Za-z0-9_.<])[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?:\s?(?:[KMGT]i?B|[KMGT]|%|ms|s))?"
+    r"(?<![A-Za-z0-9_.<])[-+]?\d+(?:\.\d+)*(?:e[-+]?\d+)?(?:\s?(?:[KMGT]i?B|[KMGT]|%|ms|s))?"
     r"(?![A-Za-z0-9_])",
 )
 # A bracketed run of placeholders and separators (a list, tuple, set or dict of values) is one

@@ -92,6 +92,14 @@ def test_masks_each_kind_of_value() -> None:
     )
 
 
+def test_versions_and_dotted_numbers_are_one_value() -> None:
+    assert (
+        template_of("Fallback to triton version 3.4.0 for MoE kernel config.")
+        == template_of("Fallback to triton version 3.5.1 for MoE kernel config.")
+        == "Fallback to triton version <N> for MoE kernel config."
+    )
+
+
 def test_a_genuinely_new_reason_is_a_new_template() -> None:
     native = template_of("Cuda graph is disabled because of using torch native attention backend")
     flex = template_of("Cuda graph is disabled because of using torch Flex Attention backend")
