@@ -26,16 +26,16 @@ check: bootstrap
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy --strict
 	$(BIN)/sentinel rules check
-	$(BIN)/python -m sglang_sentinel.grafana --check
+	$(BIN)/python -m tools.grafana --check
 	$(BIN)/python -m sglang_sentinel.facts --check
 
 # Regenerate docs/architecture.md's facts table from sglang_sentinel/facts.py.
 facts-doc: bootstrap
 	$(BIN)/python -m sglang_sentinel.facts
 
-# Regenerate deploy/grafana/sglang-sentinel.json from sglang_sentinel/grafana.py.
+# Regenerate deploy/grafana/sglang-sentinel.json from tools/grafana.py (a build-time tool).
 dashboard: bootstrap
-	$(BIN)/python -m sglang_sentinel.grafana
+	$(BIN)/python -m tools.grafana
 
 bench: bootstrap-test
 	$(BIN)/python -m bench

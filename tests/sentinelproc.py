@@ -204,7 +204,7 @@ def scrape_in_process(journal: Path, state: Path, units: Sequence[str] = ()) -> 
     """/metrics of a Daemon that has read `journal` once (in this process, no HTTP, no loop)."""
     from prometheus_client import generate_latest
 
-    from sglang_sentinel.config.load import load_config
+    from sglang_sentinel.config import load_config
     from sglang_sentinel.daemon import Daemon
 
     overrides: dict[str, object] = {"journal.directory": str(journal), "state_dir": str(state)}

@@ -30,8 +30,8 @@ import pytest
 import yaml
 from sentinelproc import free_port
 
-from sglang_sentinel.alerts import AlertPusher
-from sglang_sentinel.config.schema import AlertmanagerConfig
+from sglang_sentinel.config import AlertmanagerConfig
+from sglang_sentinel.daemon.alerts import AlertPusher
 from sglang_sentinel.model import Comparison, Evidence, Finding, StartupRecord, Stats
 
 pytestmark = pytest.mark.slow

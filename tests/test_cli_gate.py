@@ -146,9 +146,9 @@ def test_rules_check_of_a_directory_without_rule_files_fails(
 
 def test_unicode_digits_are_not_numbers() -> None:
     """`\\d` and int() accept "٤٨" (Arabic-Indic 48); a fact or a server_args value must not."""
-    from sglang_sentinel.rules.files import default_rules_dir, load_rules
+    from sglang_sentinel.rules import default_rules_dir, load_rules
     from sglang_sentinel.rules.ruleset import convert
-    from sglang_sentinel.serverargs.parse import parse_server_args
+    from sglang_sentinel.serverargs import parse_server_args
 
     assert convert("int", "٤٨") is None
     assert convert("float", "١٢.٥") is None

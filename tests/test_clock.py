@@ -12,9 +12,9 @@ import pytest
 from journaltools import StartupScript, build_journal, write_export
 
 from sglang_sentinel.cli import main
-from sglang_sentinel.codec import record_to_json
 from sglang_sentinel.model import StartupRecord
 from sglang_sentinel.state import DB_NAME, StateStore
+from sglang_sentinel.state.codec import record_to_json
 
 UNIT = "sglang-clock.service"
 

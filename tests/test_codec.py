@@ -12,19 +12,18 @@ from hypothesis import strategies as st
 from journaltools import StartupScript, build_journal, write_export
 
 from sglang_sentinel.cli import main
-from sglang_sentinel.codec import (
+from sglang_sentinel.evidence import note
+from sglang_sentinel.facts import STARTUP_FACTS
+from sglang_sentinel.model import Evidence, StartupRecord
+from sglang_sentinel.state import StateStore, plain
+from sglang_sentinel.state.codec import (
     fact_from_doc,
     json_key,
-    plain,
     record_from_doc,
     record_from_json,
     record_to_doc,
     record_to_json,
 )
-from sglang_sentinel.evidence import note
-from sglang_sentinel.facts import STARTUP_FACTS
-from sglang_sentinel.model import Evidence, StartupRecord
-from sglang_sentinel.state import StateStore
 
 # Values JSON gives back as they went in (nan is never equal to itself, so it is left out).
 _text = st.text(max_size=12)

@@ -13,7 +13,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sglang_sentinel.codec import json_key, plain
+from sglang_sentinel.state import plain
+from sglang_sentinel.state.codec import json_key
 
 
 def old_plain(value: Any, *, finite: bool = False) -> Any:

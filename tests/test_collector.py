@@ -7,7 +7,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_compare import POLICY, record
 
 from sglang_sentinel.compare import compare
-from sglang_sentinel.metrics import SentinelCollector, UnitView
+from sglang_sentinel.daemon.metrics import SentinelCollector, UnitView
 from sglang_sentinel.model import Stats
 
 UNIT = "sglang-qwen.service"

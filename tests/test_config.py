@@ -12,18 +12,15 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sglang_sentinel.config import load as config_module
-from sglang_sentinel.config.load import load_config
-from sglang_sentinel.config.schema import (
+from sglang_sentinel.config import (
     AlertmanagerConfig,
     Config,
-    JournalConfig,
     ListenAddress,
-    LogConfig,
-    RulesConfig,
     config_to_dict,
-    describe_keys,
+    load_config,
 )
+from sglang_sentinel.config import load as config_module
+from sglang_sentinel.config.schema import JournalConfig, LogConfig, RulesConfig, describe_keys
 from sglang_sentinel.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent

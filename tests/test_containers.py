@@ -11,10 +11,10 @@ from dockerjournal import COPIER_BUF, Container, DockerHost
 from journaltools import ExportValue, StartupScript, build_journal, write_export
 
 from sglang_sentinel.cli import main
-from sglang_sentinel.config.schema import Config
-from sglang_sentinel.containers import PartialLines, start_id
-from sglang_sentinel.journal import JournalSource
+from sglang_sentinel.config import Config
 from sglang_sentinel.pipeline import Pipeline, load_rules_and_policy
+from sglang_sentinel.sources import JournalSource
+from sglang_sentinel.sources.containers import PartialLines, start_id
 from sglang_sentinel.state import StateStore
 
 NAME = "sgl-test-qwen"

@@ -18,15 +18,9 @@ import pytest
 from journaltools import StartupScript, build_journal
 from prometheus_client import generate_latest
 
-from sglang_sentinel.config.reload import ON_RELOAD, changed_keys, plan_reload
-from sglang_sentinel.config.schema import (
-    KEYS,
-    AlertmanagerConfig,
-    Config,
-    JournalConfig,
-    ListenAddress,
-    LogConfig,
-)
+from sglang_sentinel.config import AlertmanagerConfig, Config, ListenAddress, plan_reload
+from sglang_sentinel.config.reload import ON_RELOAD, changed_keys
+from sglang_sentinel.config.schema import KEYS, JournalConfig, LogConfig
 from sglang_sentinel.daemon import Daemon
 from sglang_sentinel.logs import configure_logging
 from sglang_sentinel.model import Comparison, Stats

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from prometheus_client import generate_latest
 
-from sglang_sentinel.config.load import load_config
+from sglang_sentinel.config import load_config
 from sglang_sentinel.daemon import Daemon
 
 MRR = 'sglang_sentinel_max_running_requests{unit="sglang-qwen.service"} 26.0'

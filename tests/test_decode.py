@@ -1,4 +1,4 @@
-"""Decode throughput at like load (sglang_sentinel/decode.py): line parsing, the clean-interval
+"""Decode throughput at like load (startups/decode_samples.py, compare/decode_stats.py): line parsing, the clean-interval
 filters, the statistics against hand-computed values, and the detector's error rates on the
 simulation harness (bench/decode.py, seeded)."""
 
@@ -16,16 +16,17 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench import decode as sim  # noqa: E402
-from sglang_sentinel.decode import (  # noqa: E402
-    DecodeState,
+from sglang_sentinel.compare import describe, phase_durations  # noqa: E402
+from sglang_sentinel.compare.decode_stats import (  # noqa: E402
     compare_decode,
-    describe,
-    graph_size,
     hodges_lehmann,
     mann_whitney_z,
+)
+from sglang_sentinel.startups.decode_samples import (  # noqa: E402
+    DecodeState,
+    graph_size,
     parse_capture_bs,
     parse_decode_line,
-    phase_durations,
 )
 
 READY = 1000.0

@@ -18,8 +18,11 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sglang_sentinel import decode
-from sglang_sentinel.decode import (
+from sglang_sentinel.model import JournalEntry
+from sglang_sentinel.rules import MemoMatcher, default_rules_dir, load_rules
+from sglang_sentinel.startups import StartupTracker
+from sglang_sentinel.startups import decode_samples as decode
+from sglang_sentinel.startups.decode_samples import (
     DEFAULT_CAPTURE_BS,
     MAX_BUCKETS,
     MAX_SAMPLES_PER_BUCKET,
@@ -31,10 +34,6 @@ from sglang_sentinel.decode import (
     ctx_bucket,
     graph_size,
 )
-from sglang_sentinel.model import JournalEntry
-from sglang_sentinel.rules import default_rules_dir, load_rules
-from sglang_sentinel.rules.matcher import MemoMatcher
-from sglang_sentinel.startups import StartupTracker
 
 # -- the oracle: the implementation before the fast path ------------------------------------------
 

@@ -15,9 +15,11 @@ from pathlib import Path
 from journaltools import build_journal
 from test_decode_journal import BASE_ID, SLOW_ID, UNIT, startup
 
-from sglang_sentinel.config.schema import Config, JournalConfig
-from sglang_sentinel.journal import JournalSource
-from sglang_sentinel.pipeline import Pipeline, evaluate, load_rules_and_policy
+from sglang_sentinel.compare import evaluate
+from sglang_sentinel.config import Config
+from sglang_sentinel.config.schema import JournalConfig
+from sglang_sentinel.pipeline import Pipeline, load_rules_and_policy
+from sglang_sentinel.sources import JournalSource
 from sglang_sentinel.state import StateStore
 
 

@@ -18,12 +18,9 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from sglang_sentinel import decode
-from sglang_sentinel.decode import (
-    DecodeSettings,
-    _bucket_order,
-    graph_off_share,
-)
+from sglang_sentinel.compare import decode_stats as decode
+from sglang_sentinel.compare.decode_stats import DecodeSettings, _bucket_order, graph_off_share
+from sglang_sentinel.startups.decode_samples import DecodeState
 
 # -- the oracle: the statistics before the faster ones ---------------------------------------------
 
@@ -424,7 +421,7 @@ def _decode_text(bs: int, gen: float) -> str:
 def _stalled_startup(rate: float) -> dict[str, Any]:
     """40 requests decoding at `rate` tok/s each, and one interval at 0.01 tok/s in all (a
     stalled scheduler): its rate per request, 0.01 / 40, keeps three decimals as 0.0."""
-    state = decode.DecodeState()
+    state = DecodeState()
     gens = [40 * rate * (1 + (i % 7) / 100) for i in range(40)]
     gens[20] = 0.01
     for i, gen in enumerate([40 * rate, *gens]):

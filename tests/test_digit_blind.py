@@ -19,10 +19,9 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 import sglang_sentinel
-from sglang_sentinel.rules import default_rules_dir, load_rules
-from sglang_sentinel.rules.matcher import MemoMatcher
+from sglang_sentinel.rules import BatchMatch, MemoMatcher, RuleSet, default_rules_dir, load_rules
 from sglang_sentinel.rules.regex import RegexError, RuleRegex
-from sglang_sentinel.rules.ruleset import BatchMatch, FactSpec, Rule, RuleSet
+from sglang_sentinel.rules.ruleset import FactSpec, Rule
 from sglang_sentinel.rules.shapes import digit_blind
 from sglang_sentinel.text import clean_message
 

@@ -20,8 +20,9 @@ from sglang_sentinel.evidence import (
 )
 from sglang_sentinel.fact_ranges import sane_facts
 from sglang_sentinel.model import Evidence
-from sglang_sentinel.report import compact_evidence
-from sglang_sentinel.serverargs.diff import RENAMES, SWITCHES, setting_flags, switch_flags
+from sglang_sentinel.outputs.report import compact_evidence
+from sglang_sentinel.serverargs import SWITCHES, setting_flags, switch_flags
+from sglang_sentinel.serverargs.diff import RENAMES
 
 # One item of every kind and the exact sentence the JSON contract and the report carry.
 SENTENCES = [

@@ -19,18 +19,13 @@ import pytest
 import structlog
 from journaltools import StartupScript, build_journal, ready_startup, write_export
 
-from sglang_sentinel.compare import Policy
-from sglang_sentinel.config.schema import Config, JournalConfig
-from sglang_sentinel.journal import JournalSource
+from sglang_sentinel.compare import Policy, evaluate
+from sglang_sentinel.config import Config
+from sglang_sentinel.config.schema import JournalConfig
 from sglang_sentinel.model import Comparison, RuleMatch, StartupRecord
-from sglang_sentinel.pipeline import (
-    CommitFailed,
-    Pipeline,
-    evaluate,
-    load_rules_and_policy,
-)
-from sglang_sentinel.rules.matcher import MemoMatcher
-from sglang_sentinel.rules.ruleset import RuleSet
+from sglang_sentinel.pipeline import CommitFailed, Pipeline, load_rules_and_policy
+from sglang_sentinel.rules import MemoMatcher, RuleSet
+from sglang_sentinel.sources import JournalSource
 from sglang_sentinel.state import StateStore
 
 UNIT = "sglang-faults.service"

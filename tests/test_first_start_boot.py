@@ -8,11 +8,13 @@ from pathlib import Path
 import pytest
 from journaltools import StartupScript, build_journal, write_export
 
-from sglang_sentinel.config.schema import Config, JournalConfig
+from sglang_sentinel.config import Config
+from sglang_sentinel.config.schema import JournalConfig
 from sglang_sentinel.errors import JournalError
-from sglang_sentinel.journal import JournalSource, current_boot_id
 from sglang_sentinel.model import JournalEntry
 from sglang_sentinel.pipeline import Pipeline, load_rules_and_policy
+from sglang_sentinel.sources import JournalSource
+from sglang_sentinel.sources.journal import current_boot_id
 from sglang_sentinel.state import StateStore
 
 UNIT = "sglang-qwen.service"

@@ -23,7 +23,7 @@ from sentinelproc import Sentinels, cli_stdout, free_port, wait_until
 from test_alert_rules import tool
 from test_alertmanager_e2e import PROMETHEUS, Process, http_get, require_binary, wait_for
 
-from sglang_sentinel import grafana
+from tools import grafana
 
 REPO = Path(__file__).resolve().parent.parent
 DASHBOARD = REPO / "deploy" / "grafana" / "sglang-sentinel.json"
@@ -43,7 +43,7 @@ def concrete(expr: str) -> str:
 
 def generator(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "sglang_sentinel.grafana", *args],
+        [sys.executable, "-m", "tools.grafana", *args],
         capture_output=True,
         text=True,
         check=False,

@@ -14,13 +14,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sglang_sentinel.codec import record_to_json
-from sglang_sentinel.config.schema import Config
+from sglang_sentinel.compare import evaluate
+from sglang_sentinel.config import Config
 from sglang_sentinel.model import JournalEntry
-from sglang_sentinel.pipeline import evaluate, load_rules_and_policy
-from sglang_sentinel.rules.matcher import MemoMatcher
+from sglang_sentinel.pipeline import load_rules_and_policy
+from sglang_sentinel.rules import MemoMatcher
 from sglang_sentinel.startups import StartupTracker
 from sglang_sentinel.state import StateStore
+from sglang_sentinel.state.codec import record_to_json
 
 UNIT = "sglang-hostile.service"
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sglang_sentinel.compare import Policy
+from sglang_sentinel.compare import Policy, UnitStatus, collect_status
 from sglang_sentinel.evidence import note
-from sglang_sentinel.html import UnitStatus, collect_status, render_page
 from sglang_sentinel.model import Comparison, Finding, StartupRecord
+from sglang_sentinel.outputs import render_page
 from sglang_sentinel.state import StateStore
 
 HOSTILE = '<script>alert(1)</script><img src="https://203.0.113.9/x"> & "q"'

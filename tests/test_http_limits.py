@@ -19,7 +19,7 @@ from sentinelproc import wait_until
 
 RUNNER = """
 import resource, sys
-from sglang_sentinel.httpserver import make_metrics_server
+from sglang_sentinel.daemon.http import make_metrics_server
 limit, cap, timeout = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
 if limit:
     resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))

@@ -130,3 +130,88 @@ def test_every_module_is_on_the_architecture_map() -> None:
         if path.name != "__init__.py" and path.name not in listed
     ]
     assert missing == []
+
+
+# The layer table (docs/architecture.md): each top-level module or subpackage of the package,
+# and the layer it stands on. A module imports only modules of its own layer's part (itself, or
+# its own subpackage), the shared leaves, and parts of the layers below its own.
+LEAVES = (
+    "model",
+    "facts",
+    "fact_ranges",
+    "evidence",
+    "errors",
+    "logs",
+    "redact",
+    "text",
+    "yamlfile",
+    "serverargs",
+)
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("__init__", *LEAVES),
+    ("sources", "rules", "state"),  # state stands beside the stages: it imports only the leaves
+    ("startups",),
+    ("compare",),
+    ("config",),
+    ("outputs",),
+    ("pipeline",),
+    ("daemon",),
+    ("cli",),
+)
+LAYER = {part: rank for rank, parts in enumerate(LAYERS) for part in parts}
+
+
+def _part(module: str) -> str:
+    """The top-level module or subpackage a package module belongs to ("__init__" for the root)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _is_face(module: str) -> bool:
+    return len(module.split(".")) == 2 and MODULES[module].name == "__init__.py"
+
+
+def test_every_part_of_the_package_is_in_the_layer_table() -> None:
+    assert sorted({_part(m) for m in MODULES} - LAYER.keys()) == []
+
+
+def test_each_part_imports_only_the_layers_below_it() -> None:
+    """leaves < sources, rules, state < startups < compare < config < outputs < pipeline < daemon
+    < cli; the leaves import each other."""
+    upward = sorted(
+        f"{module} -> {dep}"
+        for module, deps in GRAPH.items()
+        for dep in deps
+        if _part(dep) != _part(module)
+        and not (LAYER[_part(module)] == 0 and LAYER[_part(dep)] == 0)
+        and LAYER[_part(dep)] >= LAYER[_part(module)]
+    )
+    assert upward == []
+
+
+def test_a_subpackage_is_imported_from_outside_only_through_its_face() -> None:
+    """Its `__init__` names what it offers; nothing outside reaches past it into a module."""
+    past = sorted(
+        f"{module} -> {dep}"
+        for module, deps in GRAPH.items()
+        for dep in deps
+        if _part(dep) != _part(module) and len(dep.split(".")) > 2
+    )
+    assert past == []
+
+
+def test_the_dashboard_generator_is_not_part_of_the_package() -> None:
+    """tools/grafana.py runs at build time (`make dashboard`); nothing in the package imports it."""
+    importers = sorted(
+        name
+        for name, path in MODULES.items()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if (isinstance(node, ast.ImportFrom) and not node.level and (node.module or "") == "tools")
+        or (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tools."))
+        or (
+            isinstance(node, ast.Import)
+            and any(a.name.split(".")[0] == "tools" for a in node.names)
+        )
+    )
+    assert importers == []
+    assert not (PACKAGE / "grafana.py").exists()

@@ -20,9 +20,9 @@ from structlog.testing import capture_logs
 
 from sglang_sentinel.cli import main
 from sglang_sentinel.compare import load_policy
-from sglang_sentinel.journal import JournalSource
 from sglang_sentinel.pipeline import Pipeline
-from sglang_sentinel.rules.files import default_rules_dir, load_rules
+from sglang_sentinel.rules import default_rules_dir, load_rules
+from sglang_sentinel.sources import JournalSource
 from sglang_sentinel.state import StateStore
 
 UNIT = "sglang-qwen.service"

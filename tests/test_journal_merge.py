@@ -10,7 +10,7 @@ import pytest
 from journaltools import StartupScript, build_journal, ready_startup, seed_fixture_dir, write_export
 from systemd import journal
 
-from sglang_sentinel.journal import JournalSource
+from sglang_sentinel.sources import JournalSource
 
 UNIT = "sglang-qwen.service"
 COREDUMP_MESSAGE_ID = "fc2e22bc6ee647b6b90729ab34a250b1"

@@ -29,7 +29,7 @@ def test_a_journal_file_truncated_mid_read_is_reported_not_a_sigbus(tmp_path: Pa
         import os, json
         import structlog
         from sglang_sentinel.config.load import Config, JournalConfig
-        from sglang_sentinel.journal import JournalSource
+        from sglang_sentinel.sources import JournalSource
         from sglang_sentinel.pipeline import Pipeline, load_rules_and_policy
         from sglang_sentinel.state import StateStore
         from pathlib import Path

@@ -10,7 +10,7 @@ import pytest
 from sentinelproc import scrape_in_process
 
 from sglang_sentinel.cli import main
-from sglang_sentinel.journal import unreadable_files
+from sglang_sentinel.sources.journal import unreadable_files
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from sglang_sentinel.errors import JournalError
-from sglang_sentinel.journal import JournalSource, _watch
+from sglang_sentinel.sources import JournalSource
+from sglang_sentinel.sources.journal import _watch
 
 
 def inotify_fds() -> int:

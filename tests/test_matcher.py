@@ -10,10 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sglang_sentinel.model import JournalEntry, RuleMatch, SourceItem
-from sglang_sentinel.rules.files import default_rules_dir, load_rules
-from sglang_sentinel.rules.matcher import ExactMatcher, MemoMatcher
+from sglang_sentinel.rules import BatchMatch, MemoMatcher, RuleSet, default_rules_dir, load_rules
+from sglang_sentinel.rules.matcher import ExactMatcher
 from sglang_sentinel.rules.regex import RuleRegex
-from sglang_sentinel.rules.ruleset import BatchMatch, FactSpec, Rule, RuleSet
+from sglang_sentinel.rules.ruleset import FactSpec, Rule
 from sglang_sentinel.rules.shapes import digit_blind, split_prefix
 from sglang_sentinel.startups import StartupTracker
 from sglang_sentinel.text import clean_message

@@ -7,9 +7,10 @@ from pathlib import Path
 
 from journaltools import build_journal, ready_startup, write_export
 
-from sglang_sentinel.config.schema import Config, JournalConfig
-from sglang_sentinel.journal import JournalSource
+from sglang_sentinel.config import Config
+from sglang_sentinel.config.schema import JournalConfig
 from sglang_sentinel.pipeline import Pipeline, _cursor_time, load_rules_and_policy
+from sglang_sentinel.sources import JournalSource
 from sglang_sentinel.state import StateStore
 
 UNIT = "sglang-qwen.service"

@@ -15,15 +15,8 @@ from test_compare import base, record
 from sglang_sentinel.evidence import note
 from sglang_sentinel.facts import STARTUP_FACTS
 from sglang_sentinel.model import Comparison, Evidence, Finding
-from sglang_sentinel.report import (
-    compact_evidence,
-    merged_evidence,
-    render_comparison,
-    render_diff,
-    render_report,
-    scan_json,
-    startup_json,
-)
+from sglang_sentinel.outputs import render_diff, render_report, scan_json, startup_json
+from sglang_sentinel.outputs.report import compact_evidence, merged_evidence, render_comparison
 
 FLAGS = Evidence("flags_added", new=("--enable-a", "--enable-b"))
 GONE = Evidence("flags_removed", old=("--disable-c",))

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from sglang_sentinel.errors import RuleError
-from sglang_sentinel.rules.files import check_rules, default_rules_dir, load_rules
-from sglang_sentinel.rules.matcher import MemoMatcher
+from sglang_sentinel.rules import MemoMatcher, check_rules, default_rules_dir, load_rules
 from sglang_sentinel.rules.regex import RegexError, RuleRegex
 
 RULE = """\

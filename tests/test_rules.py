@@ -15,8 +15,8 @@ from journaltools import read_fixture_log, seed_fixture_dir
 
 from sglang_sentinel.errors import RuleError
 from sglang_sentinel.model import Rank, RuleMatch
-from sglang_sentinel.rules.files import check_rules, default_rules_dir, load_rules
-from sglang_sentinel.rules.ruleset import RuleSet, convert
+from sglang_sentinel.rules import RuleSet, check_rules, default_rules_dir, load_rules
+from sglang_sentinel.rules.ruleset import convert
 from sglang_sentinel.rules.shapes import split_prefix
 
 MOE_UP = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json"

@@ -10,8 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sglang_sentinel.model import RuleMatch
-from sglang_sentinel.rules.files import default_rules_dir, load_rules
-from sglang_sentinel.rules.ruleset import RuleSet
+from sglang_sentinel.rules import RuleSet, default_rules_dir, load_rules
 from sglang_sentinel.rules.shapes import split_prefix
 
 PACK = load_rules([default_rules_dir()])

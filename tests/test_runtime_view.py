@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 from journaltools import StartupScript, build_journal, write_export
 
-import sglang_sentinel.daemon as daemon_module
-from sglang_sentinel.codec import record_to_json
-from sglang_sentinel.compare import Policy
-from sglang_sentinel.config import load_config
-from sglang_sentinel.config.schema import Config, JournalConfig
+import sglang_sentinel.daemon.loop as daemon_module
+from sglang_sentinel.compare import Policy, evaluate
+from sglang_sentinel.config import Config, load_config
+from sglang_sentinel.config.schema import JournalConfig
 from sglang_sentinel.daemon import Daemon
-from sglang_sentinel.journal import JournalSource
 from sglang_sentinel.model import Comparison, StartupRecord
-from sglang_sentinel.pipeline import Pipeline, evaluate, load_rules_and_policy
+from sglang_sentinel.pipeline import Pipeline, load_rules_and_policy
+from sglang_sentinel.sources import JournalSource
 from sglang_sentinel.state import DB_NAME, StateStore
+from sglang_sentinel.state.codec import record_to_json
 
 UNIT = "sglang-qwen.service"
 DAY = "2026-03-01"

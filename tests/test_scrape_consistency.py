@@ -28,10 +28,10 @@ import pytest
 from journaltools import StartupScript, build_journal, write_export
 from prometheus_client import generate_latest
 
-import sglang_sentinel.daemon as daemon_module
+import sglang_sentinel.daemon.loop as daemon_module
 from sglang_sentinel.config import load_config
 from sglang_sentinel.daemon import Daemon
-from sglang_sentinel.metrics import UnitView
+from sglang_sentinel.daemon.metrics import UnitView
 from sglang_sentinel.model import RuntimeView, StartupRecord
 
 UNITS = ("sglang-scrape-a.service", "sglang-scrape-b.service")

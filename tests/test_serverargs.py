@@ -7,14 +7,9 @@ from pathlib import Path
 import pytest
 
 from sglang_sentinel.redact import REDACTED
-from sglang_sentinel.serverargs.diff import (
-    RENAMES,
-    FieldChange,
-    canonical_field,
-    diff_server_args,
-    normalized_settings,
-)
-from sglang_sentinel.serverargs.parse import ServerArgsResult, is_complete, parse_server_args
+from sglang_sentinel.serverargs import diff_server_args, normalized_settings, parse_server_args
+from sglang_sentinel.serverargs.diff import RENAMES, FieldChange, canonical_field
+from sglang_sentinel.serverargs.parse import ServerArgsResult, is_complete
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "seed-flag-change"
 SECRET = "sk-EXAMPLE-not-a-real-key"

@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sglang_sentinel.redact import redact_cmdline, redact_value, scrub_text
-from sglang_sentinel.serverargs.parse import ServerArgsResult, is_complete, parse_server_args
+from sglang_sentinel.serverargs import parse_server_args
+from sglang_sentinel.serverargs.parse import ServerArgsResult, is_complete
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "seed-flag-change"
 SECRET = "sk-EXAMPLE-not-a-real-key"

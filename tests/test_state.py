@@ -10,7 +10,8 @@ import pytest
 from test_compare import record
 
 from sglang_sentinel.errors import StateError, UsageError
-from sglang_sentinel.state import DB_NAME, SCHEMA_VERSION, StateStore
+from sglang_sentinel.state import DB_NAME, StateStore
+from sglang_sentinel.state.store import SCHEMA_VERSION
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 from sglang_sentinel.cli import main
 from sglang_sentinel.evidence import render_evidence
 from sglang_sentinel.model import Evidence
-from sglang_sentinel.rules.files import default_rules_dir, load_rules
+from sglang_sentinel.rules import default_rules_dir, load_rules
 from sglang_sentinel.rules.matcher import ExactMatcher
 from sglang_sentinel.startups import StartupTracker
 from sglang_sentinel.state import DB_NAME, StateStore

@@ -14,7 +14,7 @@ from sentinelproc import free_port, popen_sentinel, stop, wait_until
 
 from sglang_sentinel.cli import main
 from sglang_sentinel.errors import JournalError
-from sglang_sentinel.journal import JournalSource
+from sglang_sentinel.sources import JournalSource
 from sglang_sentinel.state import DB_NAME
 
 UNIT = "sglang-qwen.service"

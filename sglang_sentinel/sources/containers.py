@@ -19,13 +19,11 @@ container, so neither tells one start from another.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
-DOCKER_PREFIX: Final = "docker:"
-# Docker's own rule for container names (daemon/names: RestrictedNamePattern), without the "/".
-CONTAINER_NAME: Final = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
+from ..model import DOCKER_PREFIX
+
 # A server_args line is ~50 KB; a line longer than this is cut rather than held in memory.
 MAX_LINE_BYTES: Final = 1 << 20
 

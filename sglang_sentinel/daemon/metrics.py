@@ -20,12 +20,12 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from . import __version__
-from .baseline_file import model_label, record_sha256, tp_label
-from .compare import CHECKS, Policy, reached_tiers
+from .. import __version__
+from ..compare import CHECKS, Policy, reached_tiers
+from ..facts import Fact, metric_facts, metric_of
+from ..model import Comparison, FactValue, StartupRecord, Stats
+from ..state import model_label, record_sha256, tp_label
 from .decode_metrics import decode_metrics
-from .facts import Fact, metric_facts, metric_of
-from .model import Comparison, FactValue, StartupRecord, Stats
 
 PREFIX = "sglang_sentinel_"
 # The facts exported as gauges, in /metrics order (facts.py: `metric`). A startup fact has a

@@ -18,9 +18,9 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..errors import StateError, UsageError
+from ..model import StartupRecord
 from .codec import record_from_json, record_to_json
-from .errors import StateError, UsageError
-from .model import StartupRecord
 
 # 1: the first schema. 2: startups.seq (journal order, so a wrong wall clock cannot reorder
 # startups) and the startups_total counters (they never go down when an outcome changes).

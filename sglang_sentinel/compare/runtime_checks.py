@@ -1,7 +1,7 @@
 """Checks on what a startup did after ready and how long it took: decode throughput at like
 load, decode steps without CUDA graph, the CUDA-graph ceiling, and slow startups.
 
-Called by compare.compare(); each returns findings with evidence, never a verdict on cause.
+Called by findings.compare(); each returns findings with evidence, never a verdict on cause.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from .decode import DecodeSettings, bucket_evidence, compare_decode, describe, phase_durations
-from .evidence import note
-from .model import Evidence, Finding, Severity, StartupRecord
+from ..evidence import note
+from ..model import Evidence, Finding, Severity, StartupRecord
+from .decode_stats import DecodeSettings, bucket_evidence, compare_decode, describe, phase_durations
 
 RUNTIME_CHECKS = (
     "decode_throughput_drop",

@@ -16,8 +16,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from .evidence import evidence_from_json, evidence_to_json
-from .model import FactValue, StartupRecord
+from ..evidence import evidence_from_json, evidence_to_json
+from ..model import FactValue, StartupRecord
 
 # Values `plain` hands back as they are when not `finite` (exactly these types, no subclass).
 _SCALARS: frozenset[type] = frozenset({str, int, float, bool, type(None)})

@@ -17,17 +17,13 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from html import escape
 
-from .compare import Policy
-from .decode import describe
-from .evidence import render_evidence
-from .facts import page_facts
-from .model import SEVERITY_ORDER, Comparison, FactValue, Finding, StartupRecord
-from .pipeline import evaluate
+from ..compare import UnitStatus, describe
+from ..evidence import render_evidence
+from ..facts import page_facts
+from ..model import SEVERITY_ORDER, Comparison, FactValue, Finding, StartupRecord
+from ..text import duration
 from .report import compact_evidence, merged_evidence
-from .state import StateStore
-from .text import duration
 
-HISTORY = 12  # startups shown in the charts
 MAX_EVIDENCE = 10
 MAX_TEXT = 300  # longest log-derived string rendered (failure reasons, evidence items)
 
@@ -52,46 +48,6 @@ KEY_FACTS: Sequence[KeyFact] = tuple(
     for f in page_facts()
     if f.page is not None
 )
-
-
-@dataclass(frozen=True, slots=True)
-class UnitStatus:
-    """What the page shows for one unit."""
-
-    unit: str
-    comparison: Comparison | None  # the latest decided (ready/failed) startup, compared
-    starting: Comparison | None  # a startup under way, judged now (it may be startup_stalled)
-    history: tuple[StartupRecord, ...]  # the last HISTORY startups, oldest first
-    pinned: bool
-
-
-def collect_status(
-    store: StateStore, units: Sequence[str], policy: Policy, now: float, history: int = HISTORY
-) -> list[UnitStatus]:
-    """Read each unit's latest startup, its comparison and recent history from the state;
-    a startup under way is judged at `now` (unix seconds), so a stalled one shows."""
-    pins = store.baselines()
-    out = []
-    for unit in units:
-        records = store.recent(unit, history)
-        latest = records[-1] if records else None
-        decided = (
-            latest
-            if latest is not None and latest.outcome != "starting"
-            else store.latest(unit, decided=True)
-        )
-        out.append(
-            UnitStatus(
-                unit=unit,
-                comparison=evaluate(store, decided, policy) if decided else None,
-                starting=evaluate(store, latest, policy, now=now)
-                if latest is not None and latest.outcome == "starting"
-                else None,
-                history=tuple(records),
-                pinned=unit in pins,
-            )
-        )
-    return out
 
 
 # -- page -----------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 The loop polls the journal's inotify fd and a signal wake-up pipe together, so it sleeps until
 the journal changes or a signal arrives; it never sleeps-and-polls the journal. Each drained
-batch is committed with its cursor in one transaction (see state.py).
+batch is committed with its cursor in one transaction (see state/store.py).
 """
 
 from __future__ import annotations
@@ -21,21 +21,20 @@ from typing import Any, Protocol, TypeVar
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from systemd import daemon as sd
 
-from . import __version__
+from .. import __version__
+from ..compare import Policy, collect_status, evaluate, stall_after
+from ..config import Config, plan_reload
+from ..errors import ConfigError, JournalError, RuleError, SentinelError, StateError
+from ..logs import Logger, configure_logging
+from ..model import Comparison, Finding, Stats
+from ..outputs import render_page
+from ..pipeline import CommitFailed, Pipeline, load_rules_and_policy, source_key
+from ..rules import RuleSet
+from ..sources import JournalSource
+from ..state import StateStore
 from .alerts import AlertPusher, default_instance
-from .compare import Policy, stall_after
-from .config.reload import plan_reload
-from .config.schema import Config
-from .errors import ConfigError, JournalError, RuleError, SentinelError, StateError
-from .html import collect_status, render_page
-from .httpserver import BoundedWSGIServer, make_metrics_server
-from .journal import JournalSource
-from .logs import Logger, configure_logging
+from .http import BoundedWSGIServer, make_metrics_server
 from .metrics import SentinelCollector, UnitView
-from .model import Comparison, Finding, Stats
-from .pipeline import CommitFailed, Pipeline, evaluate, load_rules_and_policy, source_key
-from .rules import RuleSet
-from .state import StateStore
 
 log = Logger("sglang_sentinel")
 

@@ -11,9 +11,9 @@ from typing import Any, Protocol
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from .decode import phase_durations
-from .facts import metric_of
-from .model import Comparison, StartupRecord
+from ..compare import phase_durations
+from ..facts import metric_of
+from ..model import Comparison, StartupRecord
 
 PREFIX = "sglang_sentinel_"
 VERDICTS = ("regressed", "improved", "unchanged", "inconclusive")

@@ -16,20 +16,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .codec import facts_from_doc, plain
-from .decode import (
-    DECODE_RULE,
-    OBSERVED_RULES,
-    PHASE_RULES,
-    PREFILL_RULE,
-    SHAPE_MASK,
-    DecodeState,
-)
-from .evidence import evidence_from_json, evidence_to_json
-from .fact_ranges import sane_facts
-from .facts import FROM_SETTINGS, RUNTIME_FACTS, STARTUP_FACTS
-from .logs import Logger
-from .model import (
+from ..evidence import evidence_from_json, evidence_to_json
+from ..fact_ranges import sane_facts
+from ..facts import FROM_SETTINGS, RUNTIME_FACTS, STARTUP_FACTS
+from ..logs import Logger
+from ..model import (
     UNIT_FAILED,
     UNIT_PROCESS_EXIT,
     UNIT_STARTED,
@@ -44,13 +35,19 @@ from .model import (
     SourceItem,
     StartupRecord,
 )
-from .redact import launch_flags, redact_cmdline, scrub_text
-from .rules.matcher import Matcher
-from .rules.ruleset import BatchMatch
-from .rules.shapes import LINE_START_RE
-from .serverargs.diff import normalized_settings
-from .serverargs.parse import BalanceScanner, parse_server_args
-from .text import clean_message
+from ..redact import launch_flags, redact_cmdline, scrub_text
+from ..rules import LINE_START_RE, BatchMatch, Matcher
+from ..serverargs import BalanceScanner, normalized_settings, parse_server_args
+from ..state import facts_from_doc, plain
+from ..text import clean_message
+from .decode_samples import (
+    DECODE_RULE,
+    OBSERVED_RULES,
+    PHASE_RULES,
+    PREFILL_RULE,
+    SHAPE_MASK,
+    DecodeState,
+)
 
 log = Logger("sglang_sentinel")
 
@@ -111,7 +108,7 @@ class _Builder:
     # fact, the last line that set it; any later line sets other facts) and the others are
     # never parsed. `settle()` applies these, in order, before `runtime` is read.
     deferred: dict[BatchMatch, bytes] = field(default_factory=dict)
-    # Decode intervals at like load and startup phase marks (decode.py).
+    # Decode intervals at like load and startup phase marks (decode_samples.py).
     decode: DecodeState = field(default_factory=DecodeState)
     # The last full snapshot(): a change that only batch lines made (rule_hits, decode) is
     # stored as this with those two fields replaced (`StartupTracker.saved_form`), without

@@ -25,12 +25,12 @@ from email.message import Message
 from types import MappingProxyType
 from typing import IO, Any, Final, Protocol
 
-from .compare import reached_tiers
-from .config.schema import AlertmanagerConfig, ListenAddress
-from .evidence import render_evidence
-from .logs import Logger
-from .model import Comparison, Finding, Severity, Stats
-from .redact import scrub_text
+from ..compare import reached_tiers
+from ..config import AlertmanagerConfig, ListenAddress
+from ..evidence import render_evidence
+from ..logs import Logger
+from ..model import Comparison, Finding, Severity, Stats
+from ..redact import scrub_text
 
 log = Logger("sglang_sentinel")
 

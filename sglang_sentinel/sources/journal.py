@@ -22,12 +22,12 @@ from typing import Any
 
 from systemd import journal
 
+from ..errors import JournalError
+from ..logs import Logger
+from ..model import JournalEntry, SourceItem
+from ..text import clean_message
 from . import sigbus
 from .containers import PartialLines, add_container_matches, split_targets, start_id, target_of
-from .errors import JournalError
-from .logs import Logger
-from .model import JournalEntry, SourceItem
-from .text import clean_message
 
 # sd_journal_wait() results, re-exported so callers need not import systemd.
 NOP = journal.NOP

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from ..errors import UsageError
+from ..model import StartupRecord
+from ..redact import redact_value
+from ..yamlfile import DuplicateKeyError, load_json
 from .codec import plain, record_from_doc
-from .errors import UsageError
-from .model import StartupRecord
-from .redact import redact_value
-from .yamlfile import DuplicateKeyError, load_json
 
 FORMAT: Final = "sglang-sentinel-baseline"
 VERSION: Final = 1

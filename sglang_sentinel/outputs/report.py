@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from .codec import plain
-from .decode import describe, phase_durations
-from .evidence import render_evidence
-from .facts import STARTUP_FACTS, report_facts
-from .model import SEVERITY_ORDER, Comparison, Evidence, Finding, StartupRecord
-from .text import duration
+from ..compare import describe, phase_durations
+from ..evidence import render_evidence
+from ..facts import STARTUP_FACTS, report_facts
+from ..model import SEVERITY_ORDER, Comparison, Evidence, Finding, StartupRecord
+from ..state import plain
+from ..text import duration
 
 # The facts line's facts (facts.py), and those whose absence a person should be told about on a
 # ready startup.
