@@ -11,7 +11,7 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_rules import GOOD_RULE, TS
+from rulefiles import GOOD_RULE, TS
 
 from sglang_sentinel import yamlfile
 from sglang_sentinel.compare import load_policy

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -86,7 +85,7 @@ def export_document(record: StartupRecord, *, unit: str, gpu: str) -> dict[str, 
         "exported_from": {
             "unit": unit,
             "invocation_id": record.invocation_id,
-            "host": socket.gethostname(),
+            "host": _hostname(),
             "exported_at": round(time.time(), 3),
         },
         "baseline": body,
@@ -190,3 +189,10 @@ def mismatches(
     if gpu != file.gpu:
         out.append(f"GPU differs: file {file.gpu!r}, this host is {gpu!r} (config `gpu:`)")
     return out
+
+
+def _hostname() -> str:
+    # Imported here: every command loads this module through state/, only an export names the host.
+    import socket
+
+    return socket.gethostname()
