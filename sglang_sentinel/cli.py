@@ -206,7 +206,10 @@ def _source(config: Config) -> JournalSource:
     from .sources import JournalSource
 
     return JournalSource(
-        config.targets, directory=config.journal.directory, files=config.journal.files
+        config.targets,
+        directory=config.journal.directory,
+        files=config.journal.files,
+        docker_units=config.docker_units,
     )
 
 

@@ -52,6 +52,8 @@ UNIT_STOPPED = "9d1aaa27d60140bd96365438aad20286"
 # rule for container names (daemon/names: RestrictedNamePattern), without the "/".
 DOCKER_PREFIX: Final = "docker:"
 CONTAINER_NAME: Final = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
+# The units dockerd runs as: Docker's own packages (docker.service) and the snap.
+DOCKER_UNITS: Final = ("docker.service", "snap.docker.dockerd.service")
 
 
 @dataclass(slots=True)
@@ -84,6 +86,9 @@ class Stats:
     journal_files_unreadable: int = 0
     # Lines of a startup two or more startups back in the journal (forgotten), dropped.
     late_lines_dropped: int = 0
+    # Entries naming a watched container that its engine did not send (any process can write
+    # CONTAINER_NAME), ignored.
+    forged_entries: int = 0
 
 
 @dataclass(frozen=True, slots=True)
