@@ -1,0 +1,412 @@
+"""The downgrade ledger: masks, the per-startup ledger in the tracker, and the diff's finding."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from journaltools import build_journal, seed_fixture_dir
+
+from sglang_sentinel.cli import main
+from sglang_sentinel.compare import compare, load_policy
+from sglang_sentinel.errors import ConfigError
+from sglang_sentinel.model import UNIT_STARTED, JournalEntry, StartupRecord
+from sglang_sentinel.rules import MemoMatcher, default_rules_dir, load_rules
+from sglang_sentinel.startups import TEMPLATES_KEPT, LogLedger, StartupTracker, template_of
+from sglang_sentinel.state import StateStore
+from sglang_sentinel.state.codec import record_from_json, record_to_json
+
+UNIT = "sglang-qwen.service"
+RULES = load_rules([default_rules_dir()])
+POLICY = load_policy()
+READY = "[2026-03-09 21:34:27] The server is fired up and ready to roll!"
+SUMMARY = (
+    "[2026-03-09 21:34:20 TP0] max_total_num_tokens=507050, chunked_prefill_size=8192, "
+    "max_prefill_tokens=16384, max_running_requests={mrr}, context_len=262144, "
+    "available_gpu_mem=20.64 GB"
+)
+
+
+def run(lines: Sequence[str], inv: str, t0: int = 1_000_000_000_000) -> StartupRecord:
+    """One startup through a fresh tracker: its first line an entry, the rest raw (hot path)."""
+    tracker = StartupTracker(MemoMatcher(RULES))
+    started = JournalEntry(
+        UNIT, "Started sglang", t0, invocation_id=inv, from_pid1=True, message_id=UNIT_STARTED
+    )
+    first = JournalEntry(UNIT, lines[0], t0 + 1, invocation_id=inv)
+    tracker.feed([started, first, *(line.encode() for line in lines[1:])], lambda: t0 + 2)
+    return {r.invocation_id: r for r, _ in tracker.take_dirty()}[inv]
+
+
+def startup(*extra: str, mrr: int = 48, after_ready: Sequence[str] = ()) -> list[str]:
+    return [
+        "[2026-03-09 21:31:09] Attention backend not specified. Use flashinfer backend by default.",
+        *extra,
+        SUMMARY.format(mrr=mrr),
+        READY,
+        *after_ready,
+    ]
+
+
+def new_templates(record: StartupRecord, baseline: StartupRecord) -> list[str]:
+    c = compare(record, baseline, "pinned", POLICY)
+    assert c.log_diff is not None
+    return [line["template"] for line in c.log_diff["new"]]
+
+
+def test_lists_of_another_length_and_other_figures_are_the_same_template() -> None:
+    a = template_of(
+        "Disable prefill CUDA graph capture because no configured capture size fits "
+        "backend=full with max_capture_tokens=8192 (sizes [1, 2, 4, 8]) at /opt/a/b.json 0x7f3a"
+    )
+    b = template_of(
+        "Disable prefill CUDA graph capture because no configured capture size fits "
+        "backend=full with max_capture_tokens=512 (sizes [1, 2]) at /srv/x.json 0x11"
+    )
+    assert (
+        a
+        == b
+        == (
+            "Disable prefill CUDA graph capture because no configured capture size fits "
+            "backend=full with max_capture_tokens=<N> (sizes <LIST>) at <PATH> <HEX>"
+        )
+    )
+
+
+def test_masks_each_kind_of_value() -> None:
+    assert (
+        template_of(
+            "Init 'abc' \"x y\" tcp://10.0.0.1:29500 10.1.2.3:80 "
+            "3f2a9c1b-7e4d-4a11-8b6c-5d4e3f2a1b0c deadbeef1234cafe 22.81 GB 50% -3 1e-05 "
+            "{'a': 1, 'b': [2, 3]} (1, 2) \x1b[33mwarn\x1b[0m"
+        )
+        == "Init <S> <S> <URL> <IP> <UUID> <HEX> <N> <N> <N> <N> <LIST> <LIST> warn"
+    )
+
+
+def test_versions_and_dotted_numbers_are_one_value() -> None:
+    assert (
+        template_of("Fallback to triton version 3.4.0 for MoE kernel config.")
+        == template_of("Fallback to triton version 3.5.1 for MoE kernel config.")
+        == "Fallback to triton version <N> for MoE kernel config."
+    )
+
+
+def test_a_genuinely_new_reason_is_a_new_template() -> None:
+    native = template_of("Cuda graph is disabled because of using torch native attention backend")
+    flex = template_of("Cuda graph is disabled because of using torch Flex Attention backend")
+    assert native != flex
+    # Words with digits are names, not figures: another model is another template.
+    assert template_of("Qwen3ForCausalLM has no SGLang implementation") != template_of(
+        "Llama4ForCausalLM has no SGLang implementation"
+    )
+
+
+def scan_json(capsys: pytest.CaptureFixture[str], journal: Path, state: Path) -> list[Any]:
+    code = main(["scan", "--journal-dir", str(journal), "--state-dir", str(state), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    startups: list[Any] = json.loads(out)["startups"]
+    return [s for s in startups if s["unit"] == UNIT]
+
+
+def test_the_seed_startup_gets_a_ledger_finding_for_its_new_pcg_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The seed's story, end to end: the one line its baseline never printed is reported."""
+    journal = build_journal(seed_fixture_dir() / "journal.export", tmp_path / "j", "seed")
+    first, second = scan_json(capsys, journal, tmp_path / "s")
+    assert first["log_diff"] is None  # nothing to compare with
+    pcg = "Disable piecewise CUDA graph because --disable-piecewise-cuda-graph is set"
+    assert second["log_diff"] == {
+        "new": [{"template": pcg, "example": pcg, "ranks": 4, "kind": "downgrade"}],
+        "gone": [],
+    }
+    ledger = [f for f in second["findings"] if f["check"] == "new_downgrade_message"]
+    # piecewise_cuda_graph_disabled already judged the line's fact: shown, not alerted twice.
+    assert [(f["severity"], f["evidence"]) for f in ledger] == [
+        (
+            "info",
+            [
+                "new in this startup's log (on 4 ranks; already judged by "
+                f"piecewise_cuda_graph_disabled): {pcg}"
+            ],
+        )
+    ]
+
+
+def test_the_seed_baseline_against_itself_is_no_alarm(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    journal = build_journal(seed_fixture_dir() / "journal.export", tmp_path / "j", "seed")
+    scan_json(capsys, journal, tmp_path / "s")
+    store = StateStore(tmp_path / "s")
+    try:
+        first = store.startups([UNIT])[0]
+    finally:
+        store.close()
+    again = dataclasses.replace(first, invocation_id="f" * 32)
+    assert first.ledger is not None and len(first.ledger["templates"]) == 4
+    c = compare(again, first, "pinned", POLICY)
+    assert c.log_diff == {"new": [], "gone": []}
+    assert [f.check for f in c.findings] == []
+
+
+def test_a_new_downgrade_line_no_rule_names_is_a_warning() -> None:
+    base = run(startup(), "a" * 32)
+    line = (
+        "[2026-03-09 21:31:24 TP{tp}] CustomAllreduce is disabled because this process group "
+        "spans across nodes."
+    )
+    now = run(startup(line.format(tp=0), line.format(tp=1)), "b" * 32)
+    c = compare(now, base, "pinned", POLICY)
+    assert [(f.check, f.severity) for f in c.findings] == [("new_downgrade_message", "warning")]
+    assert c.findings[0].message == (
+        "1 downgrade message the baseline never printed: CustomAllreduce is disabled because "
+        "this process group spans across nodes."
+    )
+    assert c.log_diff is not None and c.log_diff["new"][0]["ranks"] == 2
+    # Gone the other way round, and information only.
+    back = compare(base, now, "pinned", POLICY)
+    assert back.findings == ()
+    assert back.log_diff is not None and [g["ranks"] for g in back.log_diff["gone"]] == [2]
+
+
+def test_restarts_with_other_figures_and_lists_are_no_alarm() -> None:
+    def lines(bs: str, mem: str, pid: int) -> list[str]:
+        return startup(
+            f"[2026-03-09 21:31:24 TP0] Disable prefill CUDA graph capture because no configured "
+            f"capture size fits backend=full with max_capture_tokens={pid} (sizes {bs})",
+            f"[2026-03-09 21:31:25 TP1] Using default MoE kernel config. Performance might be "
+            f"sub-optimal! Config file not found at /opt/{pid}/E=256,N={mem},device_name=X.json",
+            f"[2026-03-09 21:31:26 TP0] Max running requests is reset to {mem} for speculative "
+            "decoding.",
+        )
+
+    base = run(lines("[1, 2, 4, 8, 12, 16]", "48", 412281), "a" * 32)
+    now = run(lines("[1, 2]", "26", 9), "b" * 32)
+    assert base.ledger is not None and len(base.ledger["templates"]) == 3
+    assert new_templates(now, base) == []
+
+
+def test_lines_after_ready_and_server_args_are_not_in_the_ledger() -> None:
+    record = run(
+        startup(
+            "[2026-03-09 21:31:11] server_args=ServerArgs(disable_radix_cache=False, "
+            "disable_cuda_graph=False)",
+            after_ready=["[2026-03-09 21:40:00] Disabling something after ready"],
+        ),
+        "a" * 32,
+    )
+    assert record.ledger == {"mask_version": 1, "templates": [], "dropped": 0}
+
+
+def test_the_ledger_is_bounded_and_counts_what_it_dropped() -> None:
+    extra = [
+        f"[2026-03-09 21:31:24] Feature f{chr(97 + i // 26)}{chr(97 + i % 26)} is disabled"
+        for i in range(TEMPLATES_KEPT + 5)
+    ]
+    record = run(startup(*extra), "a" * 32)
+    assert record.ledger is not None
+    assert len(record.ledger["templates"]) == TEMPLATES_KEPT
+    assert record.ledger["dropped"] == 5
+
+
+def test_a_baseline_recorded_before_the_ledger_is_no_false_alarm() -> None:
+    now = run(startup("[2026-03-09 21:31:24] Feature x is disabled"), "b" * 32)
+    old = dataclasses.replace(run(startup(), "a" * 32), ledger=None)
+    c = compare(now, old, "pinned", POLICY)
+    assert c.log_diff is None
+    assert c.findings == ()
+    # A record stored by an older release reads back without a ledger.
+    doc = json.loads(record_to_json(now))
+    del doc["ledger"]
+    assert record_from_json(json.dumps(doc)).ledger is None
+    assert LogLedger.from_doc(None).to_doc() is None
+
+
+def test_accepted_messages_silence_a_template() -> None:
+    base = run(startup(), "a" * 32)
+    now = run(startup("[2026-03-09 21:31:24] Feature x is disabled"), "b" * 32)
+    policy = load_policy(
+        overrides={"new_downgrade_message": {"accepted_messages": ["^Feature x is"]}}
+    )
+    c = compare(now, base, "pinned", policy)
+    assert c.findings == ()
+    assert c.log_diff == {"new": [], "gone": []}
+
+
+def test_accepted_messages_must_be_regular_expressions() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_policy(overrides={"new_downgrade_message": {"accepted_messages": ["(unclosed"]}})
+    assert caught.value.problems == [
+        "config: policy.checks.new_downgrade_message.accepted_messages: '(unclosed' is not a "
+        "regular expression: missing ), unterminated subpattern at position 0"
+    ]
+
+
+def test_the_example_line_is_redacted() -> None:
+    base = run(startup(), "a" * 32)
+    now = run(
+        startup(
+            "[2026-03-09 21:31:24] Fallback to default because api_key=sk-abcdefABCDEF123456 "
+            "is not supported"
+        ),
+        "b" * 32,
+    )
+    c = compare(now, base, "pinned", POLICY)
+    assert c.log_diff is not None
+    example = c.log_diff["new"][0]["example"]
+    assert "sk-abcdef" not in example and "<redacted>" in example
+
+
+def test_the_ledger_survives_a_restart_of_the_tracker() -> None:
+    tracker = StartupTracker(MemoMatcher(RULES))
+    inv, t0 = "c" * 32, 1_000_000_000_000
+    tracker.feed(
+        [
+            JournalEntry(
+                UNIT, "[2026-03-09 21:31:24 TP0] Feature x is disabled", t0, invocation_id=inv
+            )
+        ],
+        lambda: t0,
+    )
+    state = [text for _, text in tracker.take_dirty()]
+    resumed = StartupTracker(MemoMatcher(RULES))
+    resumed.restore(state)
+    resumed.feed(
+        [
+            JournalEntry(
+                UNIT, "[2026-03-09 21:31:24 TP1] Feature x is disabled", t0 + 1, invocation_id=inv
+            )
+        ],
+        lambda: t0 + 1,
+    )
+    record = {r.invocation_id: r for r, _ in resumed.take_dirty()}[inv]
+    assert record.ledger is not None
+    assert record.ledger["templates"] == [
+        {
+            "template": "Feature x is disabled",
+            "example": "Feature x is disabled",
+            "ranks": ["TP0", "TP1"],
+            "rules": [],
+            "facts": [],
+        }
+    ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(0, 10**9), min_size=6, max_size=6),
+    st.lists(st.integers(1, 512), min_size=1, max_size=12),
+    st.floats(0, 1e4, allow_nan=False).map(lambda x: f"{x:.2f}"),
+)
+def test_figures_never_make_a_new_template(numbers: list[int], sizes: list[int], gb: str) -> None:
+    """Any pid, figure, size list or path gives the template of the line it was rendered from."""
+    a, b, c, d, e, f = numbers
+    line = (
+        f"Post-capture KV sizing: max_running_requests {a} -> {b}; pool {c} tokens, {gb} GB free, "
+        f"bs {sizes} pid={d} at /tmp/{e}/cfg,N={f}.json"
+    )
+    assert template_of(line) == (
+        "Post-capture KV sizing: max_running_requests <N> -> <N>; pool <N> tokens, <N> free, "
+        "bs <LIST> pid=<N> at <PATH>"
+    )
+
+
+def test_a_capacity_drop_names_the_limit_sglang_logged() -> None:
+    base = run(startup(mrr=48), "a" * 32)
+    now = run(
+        startup(
+            "[2026-03-09 21:33:00 TP0] Post-capture KV sizing: max_running_requests 48 -> 40",
+            mrr=40,
+        ),
+        "b" * 32,
+    )
+    assert now.facts["max_running_requests_limit"] == "post-capture KV sizing"
+    assert now.facts["max_running_requests_limited_to"] == 40
+    c = compare(now, base, "pinned", POLICY)
+    [drop] = [f for f in c.findings if f.check == "max_running_requests_drop"]
+    assert [e.detail for e in drop.evidence if e.kind == "note"] == [
+        "SGLang logged a max_running_requests limit: post-capture KV sizing (40)"
+    ]
+    # The limit's line is new, and judged by the drop: shown, not alerted twice.
+    [ledger] = [f for f in c.findings if f.check == "new_downgrade_message"]
+    assert ledger.severity == "info"
+
+
+def test_a_secret_reaches_neither_the_template_nor_the_example() -> None:
+    ledger = LogLedger()
+    secret = "AKIAIOSFODNN7EXAMPLE"
+    assert ledger.offer(f"[2026-03-09 21:31:24] Fallback to anonymous: key {secret} not supported")
+    doc = ledger.to_doc()
+    assert doc is not None
+    assert secret not in json.dumps(doc)
+    assert doc["templates"][0]["template"] == "Fallback to anonymous: key <redacted> not supported"
+
+
+def _generated(draw: st.DrawFn) -> list[str]:
+    """One startup of a fixed configuration with its own figures, pids and rank order."""
+    n = st.integers(1, 10**7)
+    gb = st.floats(0.01, 200, allow_nan=False).map(lambda x: f"{x:.2f}")
+    ranks = draw(st.permutations([0, 1, 2, 3]))
+    ts = f"2026-03-{draw(st.integers(10, 28))} {draw(st.integers(10, 23))}:{draw(n) % 60:02d}:07"
+    lines = [f"[{ts}] Attention backend not specified. Use flashinfer backend by default."]
+    for tp in ranks:
+        lines += [
+            f"[{ts} TP{tp}] Custom allreduce is disabled because it's not supported on more than "
+            "two PCIe-only GPUs. To silence this warning, specify disable_custom_all_reduce=True "
+            "explicitly.",
+            f"[{ts} TP{tp}] Load weight begin. avail mem={draw(gb)} GB",
+            f"[{ts} TP{tp}] Loading safetensors checkpoint shards: {draw(n) % 100}% Completed | "
+            f"{draw(n) % 40}/40 [00:{draw(n) % 60:02d}<00:10, {draw(gb)}it/s]",
+            f"[{ts} TP{tp}] Using default MoE kernel config. Performance might be sub-optimal! "
+            f"Config file not found at /opt/{draw(n)}/configs/E=256,N={draw(n)},device_name=X.json",
+            f"[{ts} TP{tp}] Capture cuda graph bs {sorted(draw(st.sets(n, min_size=1, max_size=9)))}",
+        ]
+    mrr = draw(n)
+    lines += [
+        f"[{ts} TP0] Max running requests is reset to {mrr} for speculative decoding.",
+        SUMMARY.format(mrr=mrr),
+        READY,
+        f'[{ts}] INFO:     127.0.0.1:{draw(n)} - "POST /generate HTTP/1.1" 200 OK',
+        f"[{ts}] Disabling something after ready, pid {draw(n)}",
+    ]
+    return lines
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.data())
+def test_restarts_of_one_configuration_never_give_a_new_downgrade_message(
+    data: st.DataObject,
+) -> None:
+    base = run(data.draw(st.composite(_generated)()), "a" * 32)
+    now = run(data.draw(st.composite(_generated)()), "b" * 32)
+    c = compare(now, base, "pinned", POLICY)
+    assert c.log_diff == {"new": [], "gone": []}
+    assert "new_downgrade_message" not in [f.check for f in c.findings]
+
+
+def test_an_upgrade_that_rewords_a_known_downgrade_is_no_alarm() -> None:
+    """0.5.9's `Custom allreduce is disabled` is 0.5.10's `CustomAllreduce is disabled`: the
+    rule names the same facts with the same values, so the line is not new; a new reason is."""
+    reason = "because it's not supported on more than two PCIe-only GPUs."
+    old = run(startup(f"[2026-03-09 21:31:24 TP0] Custom allreduce is disabled {reason}"), "a" * 32)
+    new = run(startup(f"[2026-03-09 21:31:24 TP0] CustomAllreduce is disabled {reason}"), "b" * 32)
+    assert compare(new, old, "pinned", POLICY).log_diff == {"new": [], "gone": []}
+    other = run(
+        startup(
+            "[2026-03-09 21:31:24 TP0] CustomAllreduce is disabled because this process group "
+            "spans across nodes."
+        ),
+        "c" * 32,
+    )
+    assert new_templates(other, old) == [
+        "CustomAllreduce is disabled because this process group spans across nodes."
+    ]
