@@ -29,12 +29,12 @@ from .config.schema import Config
 from .errors import ConfigError, JournalError, RuleError, SentinelError, StateError
 from .html import collect_status, render_page
 from .httpserver import BoundedWSGIServer, make_metrics_server
-from .journal import JournalSource
 from .logs import Logger, configure_logging
 from .metrics import SentinelCollector, UnitView
 from .model import Comparison, Finding, Stats
 from .pipeline import CommitFailed, Pipeline, evaluate, load_rules_and_policy, source_key
 from .rules import RuleSet
+from .sourceset import build_source
 from .state import StateStore
 
 log = Logger("sglang_sentinel")
@@ -199,9 +199,7 @@ class Daemon:
         pipeline, a registry of its own and the Alertmanager pusher."""
         rules, policy = load_rules_and_policy(config)
         store = StateStore(config.state_dir, busy_timeout=BUSY_TIMEOUT_S)
-        source = JournalSource(
-            config.targets, directory=config.journal.directory, files=config.journal.files
-        )
+        source = build_source(config)
         pipeline = Pipeline(
             source,
             rules,

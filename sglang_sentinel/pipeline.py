@@ -20,11 +20,12 @@ from .model import Comparison, RuntimeView, SourceItem, StartupRecord, Stats
 from .rules.files import default_rules_dir, load_rules
 from .rules.ruleset import RuleSet
 from .runtime_checks import decode_settings
+from .source import journal_cursor_time as _cursor_time
 from .state import StateStore
 
 if TYPE_CHECKING:
-    from .journal import JournalSource
     from .rules.matcher import Matcher
+    from .source import Source
 
 log = Logger("sglang_sentinel")
 
@@ -38,6 +39,8 @@ def load_rules_and_policy(config: Config) -> tuple[RuleSet, Policy]:
 
 def source_key(config: Config) -> str:
     """The key the journal cursor of this configuration's source is saved under."""
+    if not config.units and not config.containers:
+        return "files"  # pods only: no journal is read
     if config.journal.directory is not None:
         return f"dir:{config.journal.directory.resolve()}"
     if config.journal.files:
@@ -79,7 +82,7 @@ class Pipeline:
 
     def __init__(
         self,
-        source: JournalSource,
+        source: Source,
         rules: RuleSet,
         policy: Policy,
         store: StateStore,
@@ -145,7 +148,7 @@ class Pipeline:
         closed = self.store.closed_invocations(CLOSED_KEPT)
         cursor = self.store.cursor(self.source_key)
         oldest = time.time() - max_age_seconds if max_age_seconds is not None else None
-        if cursor is not None and oldest is not None and _cursor_time(cursor) < oldest:
+        if cursor is not None and oldest is not None and self._cursor_time(cursor) < oldest:
             self._count_cursor_reset("saved cursor is older than max_replay_age_seconds")
             cursor = None
         # The startups stored closed stay closed: a line of one after the cursor is too late,
@@ -163,6 +166,13 @@ class Pipeline:
             return
         if not self.source.seek_cursor(cursor):
             self._count_cursor_reset("saved cursor's entry is gone; continuing after it")
+
+    def _cursor_time(self, cursor: str) -> float:
+        """The time a saved cursor is at: a file source's (JSON) or the journal's `t=`."""
+        from .sourceset import cursor_time
+
+        known = cursor_time(self.source, cursor)
+        return _cursor_time(cursor) if known is None else known
 
     def _count_cursor_reset(self, reason: str) -> None:
         self.stats.cursor_resets += 1
@@ -366,14 +376,3 @@ def _until(
         ):
             cut.append(True)
             return
-
-
-def _cursor_time(cursor: str) -> float:
-    """The realtime stamp a journal cursor carries (`t=` in hex microseconds); 0 if absent."""
-    for part in cursor.split(";"):
-        if part.startswith("t="):
-            try:
-                return int(part[2:], 16) / 1e6
-            except ValueError:
-                return 0.0
-    return 0.0
