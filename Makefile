@@ -54,7 +54,8 @@ bench-smoke: bootstrap-test
 soak: bootstrap-test
 	SENTINEL_SOAK_KILLS=100 SENTINEL_HOSTILE_LINES=1000000 $(BIN)/pytest -q -s \
 		tests/test_daemon_crash.py tests/test_hostile_lines.py tests/test_faults.py \
-		tests/test_state_faults.py tests/test_clock.py tests/test_fault_suite.py
+		tests/test_state_faults.py tests/test_clock.py tests/test_fault_suite.py \
+		tests/test_file_pipeline.py
 
 ci: bootstrap-test
 	$(MAKE) --no-print-directory check

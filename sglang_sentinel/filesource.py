@@ -48,8 +48,10 @@ if TYPE_CHECKING:
 log = Logger("sglang_sentinel")
 
 LineFormat = Literal["docker", "cri"]
-# Bytes of a file's start its fingerprint covers (fewer while the file is shorter).
-FINGERPRINT_BYTES: Final = 256
+# A file's fingerprint covers its first line (every line has its own time stamp, so no two
+# files' first lines are alike; Docker writes the time last, after up to 16 KiB of text), at
+# most this many bytes of it, fewer while the file is shorter.
+FINGERPRINT_BYTES: Final = 1 << 17
 # A joined line longer than this is cut (a server_args line is ~50 KB).
 MAX_LINE_BYTES: Final = 1 << 20
 # Positions kept for streams no longer found (a directory unreadable for a while must not make
@@ -96,6 +98,7 @@ class _Position:
     ino: int = 0
     fp: str = ""
     fplen: int = 0
+    fp_whole: bool = False  # the fingerprint covers all it ever will (in memory only)
     offset: int = 0
     gz: bool = False
     path: Path | None = None
@@ -129,6 +132,17 @@ class _Position:
 
 def _fingerprint(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:32]
+
+
+def _first_line(head: bytes) -> bytes:
+    """What a fingerprint covers of a file's first bytes: its first line, newline included."""
+    end = head.find(b"\n")
+    return head if end < 0 else head[: end + 1]
+
+
+def _whole(covered: bytes) -> bool:
+    """Whether a fingerprint's bytes are final: a whole first line, or the most it covers."""
+    return covered.endswith(b"\n") or len(covered) >= FINGERPRINT_BYTES
 
 
 def _open(path: Path) -> IO[bytes]:
@@ -402,7 +416,11 @@ class FileSource:
             pos = self._positions[stream.key] = _Position()
         if not pos.found and not self._locate(stream, pos):
             return
+        # Never the same file twice in one round (an empty rotated file has no identity to be
+        # told from the others by); a file made again under a name is another file.
+        entered: set[tuple[Path | None, int, int, str]] = set()
         while pos.fh is not None:
+            entered.add((pos.path, pos.dev, pos.ino, pos.fp))
             yield from self._read_file(stream, pos, pos.fh)
             newer = self._newer_files(stream, pos)
             if not newer:
@@ -413,8 +431,8 @@ class FileSource:
             # (after the read above reached its end) is read first.
             if pos.fh is not None:
                 yield from self._read_file(stream, pos, pos.fh)
-            before = pos.saved() if pos.fplen else None
-            if not any(self._enter(pos, path, 0) for path in newer):
+            before = pos.saved() if pos.fplen else pos.previous
+            if not any(self._enter(pos, p, 0, entered) for p in newer):
                 return
             pos.previous = before
 
@@ -460,7 +478,13 @@ class FileSource:
         head = _head(path, pos.fplen)
         return head is not None and len(head) == pos.fplen and _fingerprint(head) == pos.fp
 
-    def _enter(self, pos: _Position, path: Path, offset: int) -> bool:
+    def _enter(
+        self,
+        pos: _Position,
+        path: Path,
+        offset: int,
+        entered: set[tuple[Path | None, int, int, str]] | None = None,
+    ) -> bool:
         """Open `path` at `offset` as the position's file; False when it cannot be opened.
 
         Pieces of a split line still held go on into the new file (a writer that rotated in the
@@ -480,10 +504,14 @@ class FileSource:
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
             log.warning("log_file_unreadable", file=str(path), error=str(exc))
             return False
+        head = _first_line(head)
+        if entered is not None and (path, dev, ino, _fingerprint(head)) in entered:
+            fh.close()
+            return False
         self._close_file(pos)
         pos.fh, pos.path, pos.gz = fh, path, path.name.endswith(".gz")
         pos.dev, pos.ino = dev, ino
-        pos.fp, pos.fplen = _fingerprint(head), len(head)
+        pos.fp, pos.fplen, pos.fp_whole = _fingerprint(head), len(head), _whole(head)
         pos.offset = offset
         if pos.pieces is not None:
             pos.piece_offset = offset
@@ -509,9 +537,23 @@ class FileSource:
                 if self._is(pos, path):
                     here = i
                     break
+        if here is None and pos.fplen == 0 and pos.path in files and not self._unlinked(pos):
+            # An empty file has no fingerprint to be found by; it is where its name is.
+            here = files.index(pos.path)
         if here is not None and here == len(files) - 1:
             return ()
+        # Not there at all: removed (rotated away, or the container's file replaced), so every
+        # file there is newer.
         return files[here + 1 :] if here is not None else files
+
+    @staticmethod
+    def _unlinked(pos: _Position) -> bool:
+        if pos.fh is None or pos.gz:
+            return False
+        try:
+            return os.fstat(pos.fh.fileno()).st_nlink == 0
+        except OSError:
+            return True
 
     @staticmethod
     def _same_inode(path: Path, pos: _Position) -> bool:
@@ -566,7 +608,7 @@ class FileSource:
                     line = more if more.endswith(b"\n") else b""
             at = pos.offset
             pos.offset += len(line)
-            if pos.fplen < FINGERPRINT_BYTES and not pos.gz:
+            if not pos.fp_whole and not pos.gz:
                 self._refresh_fingerprint(pos)
             parsed = _parse_docker(line) if docker else _parse_cri(line)
             if parsed is None:
@@ -617,13 +659,14 @@ class FileSource:
         return pos.start
 
     def _refresh_fingerprint(self, pos: _Position) -> None:
+        """The file has grown past what its fingerprint covers: cover its first line now."""
         if pos.fh is None or pos.offset <= pos.fplen:
             return
         try:
-            head = os.pread(pos.fh.fileno(), FINGERPRINT_BYTES, 0)
+            head = _first_line(os.pread(pos.fh.fileno(), FINGERPRINT_BYTES, 0))
         except OSError:
             return
-        pos.fp, pos.fplen = _fingerprint(head), len(head)
+        pos.fp, pos.fplen, pos.fp_whole = _fingerprint(head), len(head), _whole(head)
 
     @staticmethod
     def _close_file(pos: _Position) -> None:

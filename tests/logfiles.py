@@ -76,6 +76,7 @@ class DockerDir:
 
     def rotate(self, max_file: int, compress: bool = False) -> None:
         """What moby's logfile.go does when max-size is reached."""
+        self.live.touch()  # the file is there from the container's start on
         if max_file < 2:
             self.live.unlink()
             self.live.touch()

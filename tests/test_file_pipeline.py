@@ -6,6 +6,7 @@ and restarted from the state, through rotations, give the same startup records."
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 from typing import Any
@@ -151,9 +152,11 @@ def test_killed_and_restarted_reader_records_every_startup_once(tmp_path: Path) 
 
     p = reader()
     kills = rotations = 0
-    for day in range(1, 13):
-        stamp = f"2026-01-{day:02d}"
-        sglang_start(c.line, stamp, 128 - day, noise=rng.randrange(30))
+    # `make soak` runs it with SENTINEL_SOAK_KILLS=100: about 1.7 days per kill.
+    days = max(12, int(int(os.environ.get("SENTINEL_SOAK_KILLS", "0")) * 1.7))
+    for day in range(1, days + 1):
+        stamp = f"2026-{1 + day // 28:02d}-{1 + day % 28:02d}"
+        sglang_start(c.line, stamp, 1000 - day, noise=rng.randrange(30))
         sglang_start(lambda t, d=day: pod.line("server", d, t), stamp, 64 + day, noise=5)
         # Part of it read, some of that committed; then the files rotate under the reader.
         for _ in range(rng.randrange(1, 4)):
@@ -163,7 +166,7 @@ def test_killed_and_restarted_reader_records_every_startup_once(tmp_path: Path) 
             c.rotate(max_file=rng.choice([2, 3, 4]), compress=rng.random() < 0.5)
             rotations += 1
         if rng.random() < 0.5:
-            pod.rotate("server", day, f"202601{day:02d}-120000", keep=3)
+            pod.rotate("server", day, f"2026{day:04d}-120000", keep=3)
             rotations += 1
         p.process(limit=rng.randrange(1, 40))
         if rng.random() < 0.6:
@@ -180,10 +183,12 @@ def test_killed_and_restarted_reader_records_every_startup_once(tmp_path: Path) 
     p.store.close()
     print(f"kills={kills} rotations={rotations}")
     assert kills >= 5 and rotations >= 10
-    assert [r[2] for r in followed["docker:sglang"]] == [128 - d for d in range(1, 13)]
-    assert [r[2] for r in followed["k8s:llm/sglang-0/server"]] == [64 + d for d in range(1, 13)]
+    assert [r[2] for r in followed["docker:sglang"]] == [1000 - d for d in range(1, days + 1)]
+    assert [r[2] for r in followed["k8s:llm/sglang-0/server"]] == [
+        64 + d for d in range(1, days + 1)
+    ]
     for target, recs in followed.items():
-        assert len({r[0] for r in recs}) == 12, target
+        assert len({r[0] for r in recs}) == days, target
         for _inv, outcome, _mrr, hits in recs:
             assert outcome == "ready"
             assert hits.get("server_args") == 1, (target, hits)
