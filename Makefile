@@ -1,7 +1,7 @@
 # The README's commands. Every target uses .venv/bin/... directly; bootstrap prepares it.
 BIN := .venv/bin
 
-.PHONY: bootstrap bootstrap-test demo test test-pythons check bench bench-smoke ci dashboard facts-doc e2e soak
+.PHONY: bootstrap bootstrap-test demo test test-pythons check bench bench-smoke ci dashboard facts-doc e2e soak prometheusrule
 
 # What demo and check need; bootstrap-test adds the test peers (prometheus, alertmanager,
 # mtail, sqlite3), used as binaries with their services left disabled.
@@ -28,6 +28,7 @@ check: bootstrap
 	$(BIN)/sentinel rules check
 	$(BIN)/python -m sglang_sentinel.grafana --check
 	$(BIN)/python -m sglang_sentinel.facts --check
+	$(BIN)/python scripts/prometheusrule.py --check
 
 # Regenerate docs/architecture.md's facts table from sglang_sentinel/facts.py.
 facts-doc: bootstrap
@@ -36,6 +37,10 @@ facts-doc: bootstrap
 # Regenerate deploy/grafana/sglang-sentinel.json from sglang_sentinel/grafana.py.
 dashboard: bootstrap
 	$(BIN)/python -m sglang_sentinel.grafana
+
+# Regenerate deploy/kubernetes/prometheusrule.yaml from deploy/prometheus/*.yml.
+prometheusrule: bootstrap
+	$(BIN)/python scripts/prometheusrule.py
 
 bench: bootstrap-test
 	$(BIN)/python -m bench
