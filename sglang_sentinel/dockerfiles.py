@@ -52,6 +52,10 @@ class DockerLayout:
         # config.v2.json parsed, by path, while its (mtime, size) stays the same.
         self._configs: dict[Path, tuple[tuple[int, int], dict[str, Any] | None]] = {}
 
+    @property
+    def targets(self) -> tuple[str, ...]:
+        return tuple(target_of(name) for name in sorted(self.names))
+
     def directories(self) -> list[Path]:
         """The containers directory and every container's: a new container's name is only
         known once its config.v2.json is written."""

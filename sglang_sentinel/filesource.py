@@ -78,6 +78,11 @@ class Stream:
 class Layout(Protocol):
     """Where a kind of log files lives and how its streams are named."""
 
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """The identity keys its streams can have."""
+        ...
+
     def streams(self) -> list[Stream]: ...
 
     def directories(self) -> list[Path]:
@@ -229,6 +234,8 @@ class FileSource:
         self.corrupt_reads = 0  # lines that are not the layout's format, skipped
         self.truncated_reads = 0  # files found shorter than the position in them
         self.unreadable_files: tuple[tuple[Path, str], ...] = ()
+        self.forged_entries = 0  # files have no fields another process could forge
+        self.units = tuple(t for layout in self.layouts for t in layout.targets)
         self._read_any = False
 
     # -- opening and positioning ---------------------------------------------------------------

@@ -20,7 +20,7 @@ from .model import Comparison, RuntimeView, SourceItem, StartupRecord, Stats
 from .rules.files import default_rules_dir, load_rules
 from .rules.ruleset import RuleSet
 from .runtime_checks import decode_settings
-from .source import journal_cursor_time as _cursor_time
+from .source import journal_cursor_time
 from .state import StateStore
 
 if TYPE_CHECKING:
@@ -38,9 +38,15 @@ def load_rules_and_policy(config: Config) -> tuple[RuleSet, Policy]:
 
 
 def source_key(config: Config) -> str:
-    """The key the journal cursor of this configuration's source is saved under."""
-    if not config.units and not config.containers:
-        return "files"  # pods only: no journal is read
+    """The key this configuration's reading position and resume state are saved under: its
+    journal source and its target list. Another list (a unit added) is another reader, which
+    starts at the beginning of the boot; readers of one state never move each other's cursor
+    or drop each other's open startups."""
+    return f"{_journal_key(config)} targets={','.join(sorted(config.targets))}"
+
+
+def _journal_key(config: Config) -> str:
+    """The journal source alone: the key of a version-3 state's cursor (see adopt_legacy)."""
     if config.journal.directory is not None:
         return f"dir:{config.journal.directory.resolve()}"
     if config.journal.files:
@@ -87,7 +93,7 @@ class Pipeline:
         policy: Policy,
         store: StateStore,
         *,
-        source_key: str,
+        source_key: str | None,
         stats: Stats | None = None,
         checkpoint_interval: float = 0.0,
         matcher: Matcher | None = None,
@@ -98,6 +104,8 @@ class Pipeline:
         self.rules = rules
         self.policy = policy
         self.store = store
+        # Whose position and resume state this reading is (None: a one-pass scan, which keeps
+        # neither: it never resumes, and must not move a daemon's).
         self.source_key = source_key
         self.stats = stats if stats is not None else Stats()
         # Imported here: `check`, `report` and the rest use this module only for evaluate().
@@ -144,17 +152,25 @@ class Pipeline:
         """
         from .startups import CLOSED_KEPT
 
-        self.tracker.restore(self.store.open_builders())
-        closed = self.store.closed_invocations(CLOSED_KEPT)
-        cursor = self.store.cursor(self.source_key)
+        key = self.source_key
+        if key is None:
+            raise StateError("a reading without a source key cannot resume")
+        legacy = key.split(" targets=", 1)[0]
+        if legacy != key and self.store.adopt_legacy(legacy, key):
+            log.info("cursor_adopted", source=legacy, reason="state saved before schema 4")
+        self.tracker.restore(self.store.open_builders(key))
+        cursor = self.store.cursor(key)
         oldest = time.time() - max_age_seconds if max_age_seconds is not None else None
         if cursor is not None and oldest is not None and self._cursor_time(cursor) < oldest:
             self._count_cursor_reset("saved cursor is older than max_replay_age_seconds")
             cursor = None
-        # The startups stored closed stay closed: a line of one after the cursor is too late,
+        # The startups stored that this reader holds no resume state of and that began before
+        # where it starts reading stay as stored: a line of one after the cursor is too late,
         # as it would be without the restart; read again from before the cursor, it is
         # recorded already (re-deriving it from the lines in reach would overwrite the record
-        # with a partial one).
+        # with a partial one). Those that began after it, this reader reads from their start.
+        start = self._cursor_time(cursor) if cursor is not None else oldest
+        closed = self.store.closed_invocations(key, self.source.units, CLOSED_KEPT, start)
         self.tracker.close(closed, reread=cursor is None)
         if cursor is None:
             if oldest is not None:
@@ -172,7 +188,7 @@ class Pipeline:
         from .sourceset import cursor_time
 
         known = cursor_time(self.source, cursor)
-        return _cursor_time(cursor) if known is None else known
+        return journal_cursor_time(cursor) if known is None else known
 
     def _count_cursor_reset(self, reason: str) -> None:
         self.stats.cursor_resets += 1
@@ -200,6 +216,7 @@ class Pipeline:
         self.stats.journal_corrupt_reads = self.source.corrupt_reads
         self.stats.journal_truncated_reads = self.source.truncated_reads
         self.stats.late_lines_dropped = self.tracker.late_lines_dropped
+        self.stats.forged_entries = self.source.forged_entries
         self.stats.journal_files_unreadable = len(self.source.unreadable_files)
         # Stopped by the deadline or stop(), not by the end of the journal or the limit.
         self.cut_short = bool(cut)
@@ -255,8 +272,9 @@ class Pipeline:
             and now - self._last_checkpoint < self.checkpoint_interval
         ):
             return []
-        cursor = self.source.cursor() if self._uncommitted else None
-        if not dirty and not touched and cursor is None:
+        key = self.source_key
+        cursor = self.source.cursor() if self._uncommitted and key is not None else None
+        if not dirty and not touched and cursor is None and not self._uncommitted:
             return []
         comparisons: list[Comparison] = []
         recorded = 0
@@ -270,12 +288,12 @@ class Pipeline:
                         recorded += new
                 for inv in touched:
                     self._save_touched(inv)
-                if dirty:
+                if dirty and key is not None:
                     # Only each unit's newest startup can still change; older ones need no
                     # resume state.
-                    self.store.clear_builders(self._open_ids())
-                if cursor is not None:
-                    self.store.save_cursor(self.source_key, cursor)
+                    self.store.clear_builders(key, self._open_ids())
+                if cursor is not None and key is not None:
+                    self.store.save_cursor(key, cursor)
         except (sqlite3.Error, OSError) as exc:
             self.stats.commit_failures += 1
             raise CommitFailed(f"cannot write {self.store.path}: {exc}") from exc
@@ -304,7 +322,11 @@ class Pipeline:
             try:
                 record, builder = self.tracker.saved_form(inv)
                 stage = "state"
-                new = store.save_startup(record, builder)
+                new = store.save_startup(record, builder, self.source_key)
+                if new is None:
+                    # The stored record is stronger (read from more of the startup's lines)
+                    # and stays; it is what is compared and announced.
+                    record = store.startup(inv) or record
                 stage = "compare"
                 comparison = self.evaluator(store, record, self.policy)
             except (sqlite3.OperationalError, OSError):
@@ -314,7 +336,7 @@ class Pipeline:
                     ok.rollback()
                 self._failed(stage, exc, invocation=inv[:8], once=(stage, inv))
                 return None
-        return comparison, int(new)
+        return comparison, int(bool(new))
 
     def _save_touched(self, inv: str) -> None:
         """Store a startup only batch lines changed (inside the commit's transaction)."""
@@ -323,7 +345,7 @@ class Pipeline:
             try:
                 record, builder = self.tracker.saved_form(inv)
                 stage = "state"
-                self.store.save_startup(record, builder)
+                self.store.save_startup(record, builder, self.source_key)
             except (sqlite3.OperationalError, OSError):
                 raise
             except Exception as exc:
@@ -376,3 +398,8 @@ def _until(
         ):
             cut.append(True)
             return
+
+
+def _cursor_time(cursor: str) -> float:
+    """The realtime stamp a journal cursor carries (`t=` in hex microseconds); 0 if absent."""
+    return journal_cursor_time(cursor)

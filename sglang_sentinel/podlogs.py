@@ -109,6 +109,10 @@ class PodLayout:
         self.root = root
         self.selectors = tuple(selectors)
 
+    @property
+    def targets(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(s.target for s in self.selectors))
+
     def _pods(self) -> list[tuple[Path, PodSelector, str, str]]:
         """(pod directory, its selector, pod name, uid) of the selected pods there now."""
         try:

@@ -48,7 +48,10 @@ def build_source(config: Config) -> Source:
         from .journal import JournalSource  # systemd.journal: only when the journal is read
 
         journal = JournalSource(
-            journal_targets, directory=config.journal.directory, files=config.journal.files
+            journal_targets,
+            directory=config.journal.directory,
+            files=config.journal.files,
+            docker_units=config.docker_units,
         )
     files = FileSource(layouts) if layouts else None
     if journal is not None and files is not None:
@@ -81,6 +84,14 @@ class CombinedSource:
     @property
     def last_realtime_us(self) -> int | None:
         return self._active.last_realtime_us
+
+    @property
+    def units(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(self.journal.units + self.files.units))
+
+    @property
+    def forged_entries(self) -> int:
+        return self.journal.forged_entries
 
     # The counters of both parts (the journal's are the ones about corruption of its files).
     @property

@@ -481,6 +481,7 @@ def test_config_to_dict_of_defaults(no_default_file: Path) -> None:
     assert config_to_dict(load_config(None, environ={})) == {
         "units": ["sglang-qwen.service"],
         "containers": [],
+        "docker_units": ["docker.service", "snap.docker.dockerd.service"],
         "docker_root": "/var/lib/docker",
         "kubernetes": {"pod_logs": "/var/log/pods", "pods": []},
         "gpu": None,

@@ -168,6 +168,7 @@ def _changes(tmp_path: Path) -> dict[str, Any]:
     return {
         "units": (UNIT, "sglang-other.service"),
         "containers": ("sglang-box",),
+        "docker_units": ("docker-gpu.service",),
         "docker_root": tmp_path / "docker",
         "kubernetes.pod_logs": tmp_path / "pods",
         "kubernetes.pods": ("llm/sglang",),

@@ -44,6 +44,7 @@ from sglang_sentinel.config.schema import (
     pod_selector,
     unit_name,
 )
+from sglang_sentinel.containers import DOCKER_PREFIX
 from sglang_sentinel.errors import ConfigError
 from sglang_sentinel.yamlfile import YamlError, load_yaml
 
@@ -161,6 +162,17 @@ class _Checker:
     def pods(self, value: Any, path: str) -> tuple[str, ...]:
         return self.items(value, path, pod_selector)
 
+    def docker_units(self, value: Any, path: str) -> tuple[str, ...]:
+        def engine_unit(item: Any, where: str) -> str:
+            name = unit_name(item, where)
+            if name.startswith(DOCKER_PREFIX):
+                raise InvalidValue(
+                    f"expected the unit dockerd runs as (docker.service), got {item!r}"
+                )
+            return name
+
+        return self.items(value, path, engine_unit)
+
     def urls(self, value: Any, path: str) -> tuple[str, ...]:
         return self.items(value, path, http_url(strict=True))
 
@@ -220,6 +232,7 @@ class _Checker:
         others = containers or kubernetes.pods
         default_units = () if others and "units" not in top else d.units
         units = self.take(top, "units", "", default_units, self.units)
+        docker_units = self.take(top, "docker_units", "", d.docker_units, self.docker_units)
         if not units and not others and len(self.problems) == seen:
             self.problem(
                 "units",
@@ -262,6 +275,7 @@ class _Checker:
         return Config(
             units=units,
             containers=containers,
+            docker_units=docker_units,
             docker_root=docker_root,
             kubernetes=kubernetes,
             gpu=gpu,

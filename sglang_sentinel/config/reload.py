@@ -20,6 +20,7 @@ OnReload = Literal["applied", "restart"]
 ON_RELOAD: Final[Mapping[str, OnReload]] = {
     "units": "restart",  # the journal matches are installed when the journal is opened
     "containers": "restart",
+    "docker_units": "restart",  # read when the journal is opened
     "docker_root": "restart",  # the file layouts are set up when reading starts
     "kubernetes.pod_logs": "restart",
     "kubernetes.pods": "restart",

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, Literal, get_args
 
-from sglang_sentinel.containers import CONTAINER_NAME, DOCKER_PREFIX
+from sglang_sentinel.containers import CONTAINER_NAME, DOCKER_PREFIX, DOCKER_UNITS
 from sglang_sentinel.podlogs import K8S_PREFIX, parse_selector
 from sglang_sentinel.redact import scrub_text
 
@@ -97,6 +97,7 @@ class Config:
 
     units: tuple[str, ...] = ("sglang-qwen.service",)
     containers: tuple[str, ...] = ()  # Docker container names (json-file or journald driver)
+    docker_units: tuple[str, ...] = DOCKER_UNITS  # where dockerd runs: its lines alone count
     docker_root: Path = Path("/var/lib/docker")
     kubernetes: KubernetesConfig = field(default_factory=KubernetesConfig)
     gpu: str | None = (
@@ -130,6 +131,8 @@ KEYS: Final[Mapping[str, str]] = {
     "units": "systemd units to watch; '.service' is appended to a name without a unit suffix",
     "containers": "Docker containers to watch, by name, whatever their log driver (json-file "
     "under docker_root, or journald); each is named docker:NAME in reports, metrics and alerts",
+    "docker_units": "the systemd units dockerd runs as; a container's lines count only when root "
+    "dockerd in one of them sent them (any process can write CONTAINER_NAME)",
     "docker_root": "Docker's root directory, whose containers/<id>/<id>-json.log files hold the "
     "json-file logs of the watched containers",
     "kubernetes.pod_logs": "the kubelet's pod log directory (<ns>_<pod>_<uid>/<container>/N.log)",
@@ -393,6 +396,7 @@ def config_to_dict(config: Config, *, mask_secrets: bool = True) -> dict[str, An
     return {
         "units": list(config.units),
         "containers": list(config.containers),
+        "docker_units": list(config.docker_units),
         "docker_root": str(config.docker_root),
         "kubernetes": {
             "pod_logs": str(config.kubernetes.pod_logs),
