@@ -46,6 +46,7 @@ bench: bootstrap-test
 	$(BIN)/python -m bench
 	$(BIN)/python -m bench.lowerbound
 	$(BIN)/python -m bench.decode
+	$(BIN)/python -m bench.files
 
 # A few-second benchmark run for CI, once bench/ has an entry point.
 bench-smoke: bootstrap-test
@@ -53,6 +54,7 @@ bench-smoke: bootstrap-test
 	else echo "bench-smoke: skipped, bench/__main__.py does not exist yet" >&2; fi
 	$(BIN)/python -m bench.lowerbound --smoke
 	$(BIN)/python -m bench.decode --smoke
+	$(BIN)/python -m bench.files --smoke
 
 # The fault suite at full length (minutes): >= 100 SIGKILLs of a following daemon, 10^6
 # generated hostile lines; `make test` runs the same tests shorter.

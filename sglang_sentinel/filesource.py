@@ -168,28 +168,19 @@ def _head(path: Path, n: int) -> bytes | None:
 def parse_time_us(text: bytes, _cache: dict[bytes, int] | None = None) -> int | None:
     """RFC 3339 with nanoseconds (`2026-01-01T00:00:00.123456789Z`, or `+02:00`) -> unix µs."""
     try:
-        head = text[:19]
-        base = _cache.get(head) if _cache is not None else None
+        day = text[:10]
+        base = _cache.get(day) if _cache is not None else None
         if base is None:
-            if text[4:5] != b"-" or text[10:11] not in (b"T", b" "):
+            if text[4:5] != b"-" or text[7:8] != b"-":
                 return None
-            base = calendar.timegm(
-                (
-                    int(head[0:4]),
-                    int(head[5:7]),
-                    int(head[8:10]),
-                    int(head[11:13]),
-                    int(head[14:16]),
-                    int(head[17:19]),
-                    0,
-                    0,
-                    0,
-                )
-            )
+            base = calendar.timegm((int(day[0:4]), int(day[5:7]), int(day[8:10]), 0, 0, 0, 0, 0, 0))
             if _cache is not None:
                 if len(_cache) > 4096:
                     _cache.clear()
-                _cache[head] = base
+                _cache[day] = base
+        if text[10:11] not in (b"T", b"t", b" ") or text[13:14] != b":" or text[16:17] != b":":
+            return None
+        base += int(text[11:13]) * 3600 + int(text[14:16]) * 60 + int(text[17:19])
         rest = text[19:]
         us = 0
         if rest[:1] == b".":
