@@ -540,9 +540,13 @@ class FileSource:
             here = files.index(pos.path)
         if here is not None and here == len(files) - 1:
             return ()
-        # Not there at all: removed (rotated away, or the container's file replaced), so every
-        # file there is newer.
-        return files[here + 1 :] if here is not None else files
+        if here is not None:
+            return files[here + 1 :]
+        # Not there at all: removed (rotated away, gzipped while empty, or the container's file
+        # replaced). The files there are read from the oldest, lines up to the last one handed
+        # out skipped by their time, so nothing is handed out twice.
+        pos.skip_us = max(pos.skip_us, pos.last_us)
+        return files
 
     @staticmethod
     def _unlinked(pos: _Position) -> bool:
@@ -629,11 +633,13 @@ class FileSource:
                 if len(pos.pieces) < MAX_LINE_BYTES:
                     pos.pieces += text[: MAX_LINE_BYTES - len(pos.pieces)]
                 continue
+            # The time of the last record of the line: a position lost is found again after it
+            # (the skip above), never in the middle of a split line.
+            pos.last_us = max(pos.last_us, t_us)
             if pos.pieces is not None:
                 pos.pieces += text[: max(MAX_LINE_BYTES - len(pos.pieces), 0)]
                 text, t_us = bytes(pos.pieces), pos.piece_time
                 pos.pieces = None
-            pos.last_us = max(pos.last_us, t_us)
             start = self._start_of(stream, pos, text, t_us)
             if since is not None and t_us < since:
                 continue

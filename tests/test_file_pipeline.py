@@ -174,8 +174,11 @@ def test_killed_and_restarted_reader_records_every_startup_once(tmp_path: Path) 
             p.store.close()
             p = reader()
             kills += 1
-        while p.process(limit=rng.randrange(20, 200)):
+        while True:  # caught up, and committed, as the daemon is after each drain
+            n = p.process(limit=rng.randrange(20, 200))
             p.commit(force=True)
+            if not n:
+                break
     while p.process(limit=1000):
         p.commit(force=True)
     p.commit(final=True)
