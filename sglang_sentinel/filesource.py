@@ -33,7 +33,7 @@ import os
 import select
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final, Literal, Protocol
 
@@ -108,9 +108,15 @@ class _Position:
     gz: bool = False
     path: Path | None = None
     fh: IO[bytes] | None = None
-    pieces: bytearray | None = None
-    piece_offset: int = 0
-    piece_time: int = 0
+    # Pieces of split lines held, per output (stdout, stderr: a runtime interleaves the two,
+    # so a stdout line can come between the pieces of a stderr line): [text, offset of the
+    # first piece, its time].
+    pieces: dict[bytes, list[Any]] = field(default_factory=dict)
+    # After a restart at a position before held pieces: lines that end before `replay_until`
+    # were handed out already; only the pieces of outputs in `replay` (from their offsets on)
+    # are collected again.
+    replay_until: int = 0
+    replay: dict[bytes, int] = field(default_factory=dict)
     start: str | None = None  # the start the last line belonged to (streams without a fixed one)
     args_seen: bool = False  # that start has had its server_args line
     last_us: int = 0
@@ -121,18 +127,23 @@ class _Position:
     previous: dict[str, Any] | None = None
 
     def saved(self) -> dict[str, Any]:
-        if self.fplen == 0 and self.previous is not None and self.pieces is None:
+        if self.fplen == 0 and self.previous is not None and not self.pieces:
             return {**self.previous, "s": self.start, "a": self.args_seen, "t": self.last_us}
-        return {
+        doc = {
             "d": self.dev,
             "i": self.ino,
             "f": self.fp,
             "n": self.fplen,
-            "o": self.piece_offset if self.pieces is not None else self.offset,
+            "o": self.offset,
             "s": self.start,
             "a": self.args_seen,
             "t": self.last_us,
         }
+        if self.pieces:
+            # Read again from the first held piece; what was handed out after it is skipped.
+            held = {out.decode("ascii", "replace"): piece[1] for out, piece in self.pieces.items()}
+            doc.update(o=min(held.values()), y=self.offset, p=held)
+        return doc
 
 
 def _fingerprint(data: bytes) -> str:
@@ -283,6 +294,8 @@ class FileSource:
                     start=saved.get("s"),
                     args_seen=bool(saved.get("a")),
                     last_us=int(saved.get("t", 0)),
+                    replay_until=int(saved.get("y", 0)),
+                    replay={str(k).encode(): int(v) for k, v in saved.get("p", {}).items()},
                 )
                 self._positions[str(key)] = pos
         except (ValueError, KeyError, TypeError, AttributeError):
@@ -453,7 +466,8 @@ class FileSource:
                 stream=stream.key,
                 action="read from the oldest file, after the time of the last line read",
             )
-            pos.pieces = None
+            pos.pieces.clear()
+            pos.replay_until, pos.replay = 0, {}
             pos.skip_us = pos.last_us
         return any(self._enter(pos, path, 0) for path in files)
 
@@ -511,15 +525,16 @@ class FileSource:
         pos.dev, pos.ino = dev, ino
         pos.fp, pos.fplen, pos.fp_whole = _fingerprint(head), len(head), _whole(head)
         pos.offset = offset
-        if pos.pieces is not None:
-            pos.piece_offset = offset
+        for piece in pos.pieces.values():
+            piece[1] = offset
         pos.found = True
         return True
 
     def _truncated(self, path: Path, pos: _Position) -> None:
         self.truncated_reads += 1
         log.warning("log_file_truncated", file=str(path), action="read again from its start")
-        pos.pieces = None
+        pos.pieces.clear()
+        pos.replay_until, pos.replay = 0, {}
 
     def _newer_files(self, stream: Stream, pos: _Position) -> tuple[Path, ...]:
         """At the end of the position's file: the stream's files newer than it (it was rotated
@@ -616,7 +631,7 @@ class FileSource:
             if parsed is None:
                 self.corrupt_reads += 1
                 continue
-            text, ts, partial = parsed
+            text, ts, out, partial = parsed
             t_us = parse_time_us(ts, self._time_cache)
             if t_us is None:
                 self.corrupt_reads += 1
@@ -625,21 +640,25 @@ class FileSource:
                 if t_us <= pos.skip_us:
                     continue
                 pos.skip_us = 0
+            if pos.replay_until:
+                if at >= pos.replay_until:
+                    pos.replay_until, pos.replay = 0, {}
+                elif at < pos.replay.get(out, pos.replay_until):
+                    continue  # handed out before the restart (or a piece of such a line)
+            held = pos.pieces.get(out)
             if partial:
-                if pos.pieces is None:
-                    pos.pieces = bytearray()
-                    pos.piece_offset = at
-                    pos.piece_time = t_us
-                if len(pos.pieces) < MAX_LINE_BYTES:
-                    pos.pieces += text[: MAX_LINE_BYTES - len(pos.pieces)]
+                if held is None:
+                    pos.pieces[out] = [bytearray(text[:MAX_LINE_BYTES]), at, t_us]
+                elif len(held[0]) < MAX_LINE_BYTES:
+                    held[0] += text[: MAX_LINE_BYTES - len(held[0])]
                 continue
             # The time of the last record of the line: a position lost is found again after it
             # (the skip above), never in the middle of a split line.
             pos.last_us = max(pos.last_us, t_us)
-            if pos.pieces is not None:
-                pos.pieces += text[: max(MAX_LINE_BYTES - len(pos.pieces), 0)]
-                text, t_us = bytes(pos.pieces), pos.piece_time
-                pos.pieces = None
+            if held is not None:
+                del pos.pieces[out]
+                held[0] += text[: max(MAX_LINE_BYTES - len(held[0]), 0)]
+                text, t_us = bytes(held[0]), held[2]
             start = self._start_of(stream, pos, text, t_us)
             if since is not None and t_us < since:
                 continue
@@ -702,11 +721,12 @@ class FileSource:
     @property
     def partial_pending(self) -> bool:
         """Pieces of a split line read but not handed out (the position stays before them)."""
-        return any(pos.pieces is not None for pos in self._positions.values())
+        return any(pos.pieces for pos in self._positions.values())
 
 
-def _parse_docker(line: bytes) -> tuple[bytes, bytes, bool] | None:
-    """(text, time, partial) of a json-file line; a piece of a split line lacks the newline."""
+def _parse_docker(line: bytes) -> tuple[bytes, bytes, bytes, bool] | None:
+    """(text, time, output, partial) of a json-file line; a piece of a split line lacks the
+    newline."""
     try:
         obj = json.loads(line)
         text = obj["log"]
@@ -715,23 +735,25 @@ def _parse_docker(line: bytes) -> tuple[bytes, bytes, bool] | None:
         return None
     if not isinstance(text, str) or not isinstance(ts, str):
         return None
+    out = obj.get("stream")
+    output = out.encode() if isinstance(out, str) else b""
     raw = text.encode("utf-8", "surrogateescape")
     if raw.endswith(b"\n"):
-        return raw[:-1], ts.encode(), False
-    return raw, ts.encode(), True
+        return raw[:-1], ts.encode(), output, False
+    return raw, ts.encode(), output, True
 
 
-def _parse_cri(line: bytes) -> tuple[bytes, bytes, bool] | None:
-    """(text, time, partial) of a CRI line: `<time> <stream> <P|F>[:tags] <text>`."""
-    parts = line.rstrip(b"\n").split(b" ", 3)
+def _parse_cri(line: bytes) -> tuple[bytes, bytes, bytes, bool] | None:
+    """(text, time, output, partial) of a CRI line: `<time> <stream> <P|F>[:tags] <text>`."""
+    parts = line[:-1].split(b" ", 3) if line.endswith(b"\n") else line.split(b" ", 3)
     if len(parts) < 3:
         return None
-    ts, _stream, tag = parts[0], parts[1], parts[2]
+    ts, output, tag = parts[0], parts[1], parts[2]
     text = parts[3] if len(parts) == 4 else b""
     flag = tag.split(b":", 1)[0]
     if flag not in (b"P", b"F"):
         return None
-    return text, ts, flag == b"P"
+    return text, ts, output, flag == b"P"
 
 
 def _boot_time() -> float:

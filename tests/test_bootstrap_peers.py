@@ -25,6 +25,7 @@ PEERS = {
     "fonts-dejavu-core",
     "docker.io",
     "containerd",
+    "podman",
     "busybox-static",
 }
 # (package, unit) of every unit the peers ship.
@@ -35,6 +36,8 @@ PEER_UNITS = [
     ("docker.io", "docker.service"),
     ("docker.io", "docker.socket"),
     ("containerd", "containerd.service"),
+    ("podman", "podman.service"),
+    ("podman", "podman.socket"),
 ]
 
 FAKE_DPKG_QUERY = "#!/bin/sh\necho 'unknown ok not-installed'\n"
@@ -47,6 +50,7 @@ case "$2" in
     mtail) echo /lib/systemd/system/mtail.service ;;
     docker.io) echo /lib/systemd/system/docker.service; echo /lib/systemd/system/docker.socket ;;
     containerd) echo /lib/systemd/system/containerd.service ;;
+    podman) echo /lib/systemd/system/podman.service; echo /lib/systemd/system/podman.socket ;;
 esac
 echo /usr/share/doc/$2
 """

@@ -393,3 +393,28 @@ def test_gzip_helper_makes_a_new_inode(tmp_path: Path) -> None:
     path.write_bytes(b"x\n")
     ino = path.stat().st_ino
     assert gzip_file(path).stat().st_ino != ino
+
+
+def test_pieces_of_stdout_and_stderr_interleaved_join_per_output(tmp_path: Path) -> None:
+    """A runtime copies stdout and stderr apart (podman's k8s-file showed it): a stdout line
+    between the pieces of a stderr line is its own line, and a restart while the stderr line
+    is held hands out neither it twice nor the stdout line again."""
+    pod = PodDir(tmp_path, "llm", "sglang-0", "uid-1")
+    live = pod.live("server", 0)
+    live.write_bytes(
+        b"2026-01-01T10:00:00.000000001+00:00 stderr P server_args=ServerArgs(a=1, \n"
+        b"2026-01-01T10:00:00.000000002+00:00 stdout F health ok\n"
+        b"2026-01-01T10:00:00.000000003+00:00 stderr P b=2, \n"
+    )
+    source = pod_source(tmp_path, "llm/sglang-0/server")
+    assert texts(drain(source)) == ["health ok"]
+    cursor = source.cursor()
+    assert cursor is not None
+    with open(live, "ab") as fh:
+        fh.write(b"2026-01-01T10:00:00.000000004+00:00 stderr F c=3)\n")
+        fh.write(b"2026-01-01T10:00:00.000000005+00:00 stdout F next\n")
+    assert texts(drain(source)) == ["server_args=ServerArgs(a=1, b=2, c=3)", "next"]
+    again = FileSource([PodLayout(tmp_path, [parse_selector("llm/sglang-0/server")])])
+    again.open(follow=False)
+    assert again.seek_cursor(cursor)
+    assert texts(drain(again)) == ["server_args=ServerArgs(a=1, b=2, c=3)", "next"]
