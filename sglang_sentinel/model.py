@@ -6,9 +6,10 @@ journal source -> JournalEntry -> rules -> RuleMatch -> startups -> StartupRecor
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 # A fact value as rules produce it and records store it. Lists are tuples so records stay hashable.
 FactValue = int | float | bool | str | tuple[str, ...] | None
@@ -45,6 +46,74 @@ UNIT_PROCESS_EXIT = "98e322203f7a4ed290d09fe03c09fe15"
 UNIT_RESTART_SCHEDULED = "5eb03494b6584870a536b337290809b3"
 UNIT_FAILED = "be02cf6855d2428ba40df7e9d022f03d"
 UNIT_STOPPED = "9d1aaa27d60140bd96365438aad20286"
+
+# A Docker container is the target `docker:NAME` wherever a unit is `UNIT.service` (state,
+# reports, metrics, alerts; sources/containers.py reads its entries). NAME follows Docker's own
+# rule for container names (daemon/names: RestrictedNamePattern), without the "/".
+DOCKER_PREFIX: Final = "docker:"
+CONTAINER_NAME: Final = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
+# The units dockerd runs as: Docker's own packages (docker.service) and the snap.
+DOCKER_UNITS: Final = ("docker.service", "snap.docker.dockerd.service")
+
+# Pods' containers are the target `k8s:NAMESPACE/WORKLOAD[/CONTAINER]` (sources/podlogs.py reads
+# their logs). WORKLOAD is the pod's name without what a controller generates, so a rolling
+# update compares with the same baseline; a StatefulSet's or LeaderWorkerSet's ordinals stay.
+K8S_PREFIX: Final = "k8s:"
+# The alphabet of generated name parts (k8s.io/apimachinery/pkg/util/rand: no vowels, no 0 1 3).
+_SAFE = "bcdfghjklmnpqrstvwxz2456789"
+_SUFFIX = re.compile(f"[{_SAFE}]{{5}}")
+_HASH = re.compile(f"[{_SAFE}]{{6,10}}")
+# DNS-1123 labels (namespaces) and subdomains (pod names, container names are labels).
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
+
+
+def workload_of(pod: str) -> str:
+    """The pod's name without the parts a controller generates: `sglang-7d9f8b6c4d-x2kqz` ->
+    `sglang` (Deployment), `agent-x2kqz` -> `agent` (DaemonSet, Job); `sglang-0` stays."""
+    parts = pod.split("-")
+    if len(parts) >= 3 and _SUFFIX.fullmatch(parts[-1]) and _HASH.fullmatch(parts[-2]):
+        return "-".join(parts[:-2])
+    if len(parts) >= 2 and _SUFFIX.fullmatch(parts[-1]):
+        return "-".join(parts[:-1])
+    return pod
+
+
+@dataclass(frozen=True, slots=True)
+class PodSelector:
+    """`NAMESPACE/WORKLOAD[/CONTAINER]`: which pods' containers to follow."""
+
+    namespace: str
+    workload: str
+    container: str | None = None
+
+    @property
+    def target(self) -> str:
+        """`k8s:NS/WORKLOAD/CONTAINER`; without a container, `k8s:NS/WORKLOAD` (every
+        container of the pod under one identity)."""
+        tail = f"/{self.container}" if self.container else ""
+        return f"{K8S_PREFIX}{self.namespace}/{self.workload}{tail}"
+
+    def matches(self, namespace: str, pod: str) -> bool:
+        """A pod of this workload, or the pod itself named."""
+        return namespace == self.namespace and self.workload in (workload_of(pod), pod)
+
+
+def parse_selector(text: str) -> PodSelector:
+    """`NS/WORKLOAD[/CONTAINER]` (a leading `k8s:` is allowed); ValueError says what is wrong."""
+    body = text[len(K8S_PREFIX) :] if text.startswith(K8S_PREFIX) else text
+    parts = body.split("/")
+    if len(parts) not in (2, 3):
+        raise ValueError(f"expected NAMESPACE/WORKLOAD[/CONTAINER], got {text!r}")
+    ns, workload = parts[0], parts[1]
+    container = parts[2] if len(parts) == 3 else None
+    if not _LABEL.fullmatch(ns) or len(ns) > 63:
+        raise ValueError(f"not a namespace name: {ns!r} (lowercase letters, digits, '-')")
+    if not _SUBDOMAIN.fullmatch(workload) or len(workload) > 253:
+        raise ValueError(f"not a workload or pod name: {workload!r}")
+    if container is not None and (not _LABEL.fullmatch(container) or len(container) > 63):
+        raise ValueError(f"not a container name: {container!r}")
+    return PodSelector(ns, workload, container)
 
 
 @dataclass(slots=True)
@@ -143,7 +212,7 @@ class StartupRecord:
     failure_reason: str | None = None
     ended_at: float | None = None
     rule_hits: Mapping[str, int] = field(default_factory=dict)  # rule id -> lines matched
-    # Clean decode samples, line counts and phase marks (decode.DecodeState.summary()).
+    # Clean decode samples, line counts and phase marks (startups/decode_samples.py: DecodeState.summary()).
     decode: Mapping[str, Any] = field(default_factory=dict)
     # Why facts are null although a line reported them (fact_ranges.py: not finite, out of
     # range), and clock skew around the startup.

@@ -12,20 +12,25 @@ import types
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from .compare import Policy, compare, load_policy
-from .config.schema import Config
+from .compare import Policy, decode_settings, evaluate, load_policy
+from .config import Config
 from .errors import StateError
 from .logs import Logger
-from .model import Comparison, RuntimeView, SourceItem, StartupRecord, Stats
-from .rules.files import default_rules_dir, load_rules
-from .rules.ruleset import RuleSet
-from .runtime_checks import decode_settings
-from .source import journal_cursor_time
+from .model import (
+    DOCKER_PREFIX,
+    Comparison,
+    RuntimeView,
+    SourceItem,
+    StartupRecord,
+    Stats,
+    parse_selector,
+)
+from .rules import MemoMatcher, RuleSet, default_rules_dir, load_rules
 from .state import StateStore
 
 if TYPE_CHECKING:
-    from .rules.matcher import Matcher
-    from .source import Source
+    from .rules import Matcher
+    from .sources import Source
 
 log = Logger("sglang_sentinel")
 
@@ -35,6 +40,37 @@ def load_rules_and_policy(config: Config) -> tuple[RuleSet, Policy]:
     rules = load_rules([default_rules_dir(), *config.rules.dirs])
     policy = load_policy(config.rules.policy, dict(config.policy) or None)
     return rules, policy
+
+
+def build_source(config: Config) -> Source:
+    """The source for `config`'s targets: the journal for units and journald-driver containers,
+    the log files for json-file containers (when `docker_root` has a containers directory: a
+    host without Docker has none) and pods; both at once when both are named. A configuration
+    with the journal only gets the JournalSource as before."""
+    from .sources import CombinedSource, DockerLayout, FileSource, JournalSource, Layout, PodLayout
+
+    layouts: list[Layout] = []
+    if config.containers and (config.docker_root / "containers").is_dir():
+        layouts.append(DockerLayout(config.docker_root, config.containers))
+    if config.kubernetes.pods:
+        selectors = [parse_selector(p) for p in config.kubernetes.pods]
+        layouts.append(PodLayout(config.kubernetes.pod_logs, selectors))
+    journal_targets = config.units + tuple(DOCKER_PREFIX + c for c in config.containers)
+    journal = None
+    if journal_targets:
+        journal = JournalSource(
+            journal_targets,
+            directory=config.journal.directory,
+            files=config.journal.files,
+            docker_units=config.docker_units,
+        )
+    files = FileSource(layouts) if layouts else None
+    if journal is not None and files is not None:
+        return CombinedSource(journal, files)
+    if files is not None:
+        return files
+    assert journal is not None  # the config names at least one target
+    return journal
 
 
 def source_key(config: Config) -> str:
@@ -66,23 +102,6 @@ class CommitFailed(StateError):
     its records stay pending, so committing again later stores them with their cursor."""
 
 
-def evaluate(
-    store: StateStore, record: StartupRecord, policy: Policy, now: float | None = None
-) -> Comparison:
-    """Compare `record` with its unit's pinned baseline, else the previous ready startup.
-
-    `now` (unix seconds) lets a startup still starting be judged stalled; stored comparisons are
-    made without it, since a stall is a matter of the time it is looked at.
-    """
-    pinned_id = store.baseline_id(record.unit)
-    if pinned_id is not None:
-        pinned = store.startup(pinned_id)
-        if pinned is not None:
-            return compare(record, pinned, "pinned", policy, now)
-    previous = store.previous_ready(record)
-    return compare(record, previous, "previous" if previous else None, policy, now)
-
-
 class Pipeline:
     """Reads what the journal has now, aggregates it, and commits it with the cursor."""
 
@@ -108,8 +127,8 @@ class Pipeline:
         # neither: it never resumes, and must not move a daemon's).
         self.source_key = source_key
         self.stats = stats if stats is not None else Stats()
-        # Imported here: `check`, `report` and the rest use this module only for evaluate().
-        from .rules.matcher import MemoMatcher
+        # Imported here: the commands that only read the state import this module for
+        # load_rules_and_policy alone and never load the tracker.
         from .startups import StartupTracker
 
         # The rules behind the matcher seam (rules/matcher.py): memoised unless one is given.
@@ -134,8 +153,6 @@ class Pipeline:
 
     def set_rules(self, rules: RuleSet) -> None:
         self.rules = rules
-        from .rules.matcher import MemoMatcher
-
         self.tracker.matcher = MemoMatcher(rules)
 
     def resume(
@@ -185,10 +202,8 @@ class Pipeline:
 
     def _cursor_time(self, cursor: str) -> float:
         """The time a saved cursor is at: a file source's (JSON) or the journal's `t=`."""
-        from .sourceset import cursor_time
-
-        known = cursor_time(self.source, cursor)
-        return journal_cursor_time(cursor) if known is None else known
+        cursor_time = getattr(self.source, "cursor_time", None)
+        return float(cursor_time(cursor)) if callable(cursor_time) else _cursor_time(cursor)
 
     def _count_cursor_reset(self, reason: str) -> None:
         self.stats.cursor_resets += 1
@@ -402,4 +417,10 @@ def _until(
 
 def _cursor_time(cursor: str) -> float:
     """The realtime stamp a journal cursor carries (`t=` in hex microseconds); 0 if absent."""
-    return journal_cursor_time(cursor)
+    for part in cursor.split(";"):
+        if part.startswith("t="):
+            try:
+                return int(part[2:], 16) / 1e6
+            except ValueError:
+                return 0.0
+    return 0.0
