@@ -78,8 +78,8 @@ class StateFiles:
             for name in self.names:
                 try:
                     st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
+                except (FileNotFoundError, PermissionError):
+                    continue  # absent, or out of this user's sight: SQLite cannot open it either
                 why = _problem(name, st, allowed)
                 if why is not None:
                     raise StateError(self._refusal(name, why, dirfd))
