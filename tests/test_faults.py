@@ -285,10 +285,12 @@ class FaultyStore(StateStore):
 
     bad = ""
 
-    def save_startup(self, record: StartupRecord, builder: str | None) -> bool | None:
+    def save_startup(
+        self, record: StartupRecord, builder: str | None, owner: str | None = None
+    ) -> bool | None:
         if record.invocation_id == self.bad:
             raise ValueError("cannot store this one")
-        return super().save_startup(record, builder)
+        return super().save_startup(record, builder, owner)
 
 
 def test_a_startup_the_store_cannot_write_is_left_out_whole(
