@@ -246,6 +246,8 @@ class _Target:
     basic_auth: str | None = None  # from user:password@ in the configured URL
     next_due: float = 0.0
     failures: int = 0
+    # The alert set's version it was last sent (see AlertPusher._version).
+    version: int = -1
     # Set to make its worker look again now (an update, stop).
     wake: threading.Event = field(default_factory=threading.Event)
 
@@ -299,6 +301,9 @@ class AlertPusher:
         self._timeout = timeout if timeout > 0 else self._resend
         self._targets = [_target(url) for url in config.urls]
         self._alerts: dict[AlertKey, _Alert] = {}
+        # Bumped whenever there is something new to tell: a target that has not been sent this
+        # version (and is not backing off) is due now, whatever its worker was doing meanwhile.
+        self._version = 0
         self._pending: tuple[Comparison, ...] | None = None
         self._lock = threading.Lock()  # guards _pending, shared with update()
         # Guards the alerts, the targets' schedules and the stats; never held during a push.
@@ -372,18 +377,17 @@ class AlertPusher:
         """Reconcile, then push to those of `targets` that are due; their next due time."""
         with self._state:
             now = self._clock()
-            if self._reconcile(now):
-                for target in self._targets:
-                    if target.failures == 0:  # one in back-off keeps its schedule
-                        target.next_due = min(target.next_due, now)
-                woken = [t for t in self._targets if t not in targets]
-            else:
-                woken = []
+            changed = self._reconcile(now)
+            if changed:
+                self._version += 1
+            woken = [t for t in self._targets if t not in targets] if changed else []
             self._expire(now)
             if not self._alerts:
                 return now + self._resend
-            due = [t for t in targets if force or t.next_due <= now]
+            due = [t for t in targets if force or self._due(t, now)]
             body = self._payload(now) if due else []
+            for target in due:
+                target.version = self._version
             if due:
                 for alert in self._alerts.values():
                     alert.announced = True
@@ -400,6 +404,10 @@ class AlertPusher:
                 self._send(target, body, headers)
         with self._state:
             return min((t.next_due for t in targets), default=self._clock() + self._resend)
+
+    def _due(self, target: _Target, now: float) -> bool:
+        # One in back-off keeps its schedule, news or not.
+        return target.next_due <= now or (target.failures == 0 and target.version != self._version)
 
     def _reconcile(self, now: float) -> bool:
         """Turn the pending comparisons into alerts; True if anything to tell changed."""

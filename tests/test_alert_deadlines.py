@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from structlog.testing import capture_logs
-from test_alerts import DROP, Clock, Receiver, comparison, make
+from test_alerts import DROP, PCG, Clock, Receiver, comparison, make
 
 from sglang_sentinel.alerts import MAX_TOKEN_BYTES, urllib_post
 
@@ -172,3 +172,25 @@ def test_a_token_file_that_is_not_a_small_regular_file_fails_the_push_at_once(
     assert stats.alertmanager_push_failures == 2
     unreadable = [e["error"] for e in logs if e["event"] == "alert_bearer_token_unreadable"]
     assert unreadable == [reason, reason]
+
+
+def test_a_change_during_a_push_is_pushed_right_after_it(receiver: Receiver) -> None:
+    """A change that the other Alertmanager's worker took in while this one was in a push (a
+    slow answer) is pushed here right after, not a resend interval later."""
+    receiver.delay = 0.5
+    fast = Receiver()
+    try:
+        pusher, stats = make([receiver.url, fast.url], Clock(time.time()), resend=30.0, timeout=5.0)
+        pusher.start()
+        try:
+            pusher.update([comparison(DROP)])
+            assert receiver.reading.wait(10.0), "no first push"
+            pusher.update([comparison(DROP, PCG)])  # while the slow push waits for its answer
+            wait_for(lambda: stats.alertmanager_pushes == 4, 10.0, "the change pushed to both")
+        finally:
+            pusher.stop(timeout=5.0)
+        # DROP is one alert per tier it reached (warning, critical), PCG one more.
+        assert [len(body) for body in receiver.bodies] == [2, 3]
+        assert [len(body) for body in fast.bodies] == [2, 3]
+    finally:
+        fast.close()
