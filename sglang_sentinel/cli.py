@@ -26,6 +26,7 @@ from .config import Config, config_to_dict, load_config
 from .errors import ConfigError, JournalError, NoDataError, RuleError, SentinelError, UsageError
 from .evidence import render_evidence
 from .logs import Logger, configure_logging, print_error
+from .logtemplates import log_diff
 from .model import SEVERITY_ORDER, Comparison, StartupRecord
 from .outputs import (
     render_diff,
@@ -37,7 +38,6 @@ from .outputs import (
 )
 from .pipeline import Pipeline, load_rules_and_policy
 from .rules import check_rules, default_rules_dir
-from .startups import log_diff
 from .state import DB_NAME, StateStore, broken_database
 
 if TYPE_CHECKING:

@@ -15,8 +15,8 @@ from typing import Any, Protocol
 
 from ..evidence import note
 from ..facts import FACTS
+from ..logtemplates import LogDiff, LogLine, log_diff
 from ..model import Finding, Severity, StartupRecord
-from ..startups import LogDiff, LogLine, log_diff
 
 LEDGER_CHECK = "new_downgrade_message"
 LEDGER_KEYS: Mapping[str, set[str]] = {

@@ -10,8 +10,8 @@ from typing import Any
 from ..compare import LEDGER_CHECK, describe, phase_durations
 from ..evidence import render_evidence
 from ..facts import STARTUP_FACTS, report_facts
+from ..logtemplates import LogDiff
 from ..model import SEVERITY_ORDER, Comparison, Evidence, Finding, StartupRecord
-from ..startups import LogDiff
 from ..state import plain
 from ..text import duration
 

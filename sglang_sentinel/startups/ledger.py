@@ -1,4 +1,4 @@
-"""The downgrade ledger: every downgrade line of a startup as a template, and its diff.
+"""The downgrade ledger: every downgrade line of a startup as a template.
 
 SGLang says what it turns off or falls back from in fixed f-strings ("X is disabled because
 ...", "falling back to ...", "Performance might be sub-optimal!"), a few hundred of them per
@@ -7,7 +7,7 @@ release, far more than rules name. The startup tracker hands every line of the s
 `LogLedger`, which masks it to a template (`template_of`: numbers, sizes, hex ids, UUIDs, IPs,
 paths, URLs, quoted values and lists masked, so another pid, figure or list length is the
 same template, while another reason is another one) and keeps one redacted example line and
-the ranks that printed it. `log_diff` compares a startup's templates with its baseline's:
+the ranks that printed it. `log_diff` (logtemplates.py, with the mask) compares a startup's templates with its baseline's:
 templates the baseline never printed are new, and the `new_downgrade_message` check reports
 them.
 
@@ -18,70 +18,25 @@ version is re-masked from its examples, never compared template for template.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ..model import Rank, RuleMatch, StartupRecord
+from ..logtemplates import MASK_VERSION, template_of
+from ..model import Rank, RuleMatch
 from ..redact import scrub_text
 from ..rules import split_prefix
 
-MASK_VERSION: Final = 1
 # Bounds per startup: distinct templates kept (a line of a further one is counted in
 # `dropped`), ranks remembered per template, characters of a line body masked and of the
 # example kept.
 TEMPLATES_KEPT: Final = 64
 RANKS_KEPT: Final = 1024
-BODY_CHARS: Final = 2000
 EXAMPLE_CHARS: Final = 400
 
 # Lines that have a downgrade word but are not a message about one: the resolved settings
 # (their own diff reads them), uvicorn access lines and tqdm bars.
 _NOT_MESSAGES: Final = ("server_args=", "ServerArgs(", '" 200 ', "it/s]", "s/it]")
-
-# The masks, in order: each replaces what it finds with a placeholder the later ones leave
-# alone (placeholders are `<WORD>`; no mask matches `<` or `>` around a word).
-_ANSI: Final = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-_QUOTED: Final = re.compile(r"'[^'\n]{0,400}'|\"[^\"\n]{0,400}\"|`[^`\n]{0,400}`")
-_URL: Final = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s,;)\]]+", re.IGNORECASE)
-_UUID: Final = re.compile(
-    r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE
-)
-_PATH: Final = re.compile(r"(?<![\w.<>])(?:~|\.{1,2})?/[^\s'\"`]+")
-_IP: Final = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b")
-_HEX: Final = re.compile(r"\b0x[0-9a-f]+\b|\b(?=[0-9a-f]*\d)[0-9a-f]{12,64}\b", re.IGNORECASE)
-_NUMBER: Final = re.compile(
-    r"(?<![A-Za-z0-9_.<])[-+]?\d+(?:\.\d+)*(?:e[-+]?\d+)?(?:\s?(?:[KMGT]i?B|[KMGT]|%|ms|s))?"
-    r"(?![A-Za-z0-9_])",
-)
-# A bracketed run of placeholders and separators (a list, tuple, set or dict of values) is one
-# value: `[1, 2, 4]` and `[1, 2, 4, 8]` are the same template.
-_LIST: Final = re.compile(
-    r"[\[({](?:\s*(?:<[A-Z]+>|None|True|False)\s*(?:[:=]\s*(?:<[A-Z]+>|None|True|False)\s*)?,?)*\s*[\])}]"
-)
-_SPACES: Final = re.compile(r"\s+")
-_MASKS: Final = (
-    (_QUOTED, "<S>"),
-    (_URL, "<URL>"),
-    (_UUID, "<UUID>"),
-    (_IP, "<IP>"),
-    (_PATH, "<PATH>"),
-    (_HEX, "<HEX>"),
-    (_NUMBER, "<N>"),
-)
-
-
-def template_of(body: str) -> str:
-    """The template of a line body (prefix already stripped): its variable parts masked."""
-    text = body[:BODY_CHARS]
-    if "\x1b" in text:
-        text = _ANSI.sub("", text)
-    for pattern, placeholder in _MASKS:
-        text = pattern.sub(placeholder, text)
-    previous = None
-    while previous != text:  # nested lists: the inner one first
-        previous, text = text, _LIST.sub("<LIST>", text)
-    return _SPACES.sub(" ", text).strip()
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,108 +164,10 @@ class LogLedger:
         return ledger
 
 
-# -- the diff ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class LogLine:
-    """One template of a diff: its example line, how many ranks printed it, the rules that
-    matched it."""
-
-    template: str
-    example: str
-    ranks: int
-    rules: tuple[str, ...] = ()
-    facts: tuple[str, ...] = ()
-    kind: str = "downgrade"
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON contract's form (`log_diff.new[]` / `log_diff.gone[]`)."""
-        return {
-            "template": self.template,
-            "example": self.example,
-            "ranks": self.ranks,
-            "kind": self.kind,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class LogDiff:
-    """The downgrade templates a startup printed and its baseline did not (new), and back."""
-
-    new: tuple[LogLine, ...]
-    gone: tuple[LogLine, ...]
-    accepted: int = 0  # new templates policy.accepted_messages silenced
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "new": [line.to_json() for line in self.new],
-            "gone": [line.to_json() for line in self.gone],
-        }
-
-
-def _lines(doc: Mapping[str, Any]) -> dict[str, LogLine]:
-    """template -> line of a stored ledger; one stored under another mask version is re-masked
-    from its examples (redacted text masks to the same template as the line it came from)."""
-    same = doc.get("mask_version") == MASK_VERSION
-    out: dict[str, LogLine] = {}
-    for item in doc.get("templates", ()):
-        example = str(item.get("example", ""))
-        template = str(item["template"]) if same else template_of(example)
-        if template not in out:
-            out[template] = LogLine(
-                template,
-                example,
-                len(item.get("ranks", ())),
-                tuple(item.get("rules", ())),
-                tuple(item.get("facts", ())),
-            )
-    return out
-
-
-def log_diff(
-    record: StartupRecord,
-    baseline: StartupRecord | None,
-    accepted: Sequence[re.Pattern[str]] = (),
-) -> LogDiff | None:
-    """New and gone downgrade templates of `record` against `baseline`; None when either has no
-    ledger (no baseline, or one recorded by a release before the ledger: no false alarm)."""
-    if baseline is None or baseline is record or record.ledger is None or baseline.ledger is None:
-        return None
-    now, before = _lines(record.ledger), _lines(baseline.ledger)
-    new: list[LogLine] = []
-    silenced = 0
-    for template, line in now.items():
-        if template in before or _reworded(line, record, baseline):
-            continue
-        if any(p.search(template) or p.search(line.example) for p in accepted):
-            silenced += 1
-            continue
-        new.append(line)
-    gone = tuple(
-        line
-        for template, line in before.items()
-        if template not in now and not _reworded(line, baseline, record)
-    )
-    return LogDiff(tuple(new), gone, silenced)
-
-
-def _reworded(line: LogLine, record: StartupRecord, other: StartupRecord) -> bool:
-    """The line's rule named facts that the other startup has with the same values: the same
-    downgrade in another release's wording (`Custom allreduce` -> `CustomAllreduce`)."""
-    named = [f for f in line.facts if record.facts.get(f) is not None]
-    return bool(named) and all(record.facts.get(f) == other.facts.get(f) for f in named)
-
-
 __all__ = [
     "EXAMPLE_CHARS",
-    "MASK_VERSION",
     "TEMPLATES_KEPT",
-    "LogDiff",
     "LogLedger",
-    "LogLine",
     "Vocabulary",
-    "log_diff",
     "rank_label",
-    "template_of",
 ]

@@ -144,6 +144,7 @@ LEAVES = (
     "logs",
     "redact",
     "text",
+    "logtemplates",  # the downgrade ledger's mask and diff: tracker and compare both read it
     "yamlfile",
     "serverargs",
 )

@@ -16,9 +16,10 @@ from journaltools import build_journal, seed_fixture_dir
 from sglang_sentinel.cli import main
 from sglang_sentinel.compare import compare, load_policy
 from sglang_sentinel.errors import ConfigError
+from sglang_sentinel.logtemplates import template_of
 from sglang_sentinel.model import UNIT_STARTED, JournalEntry, StartupRecord
 from sglang_sentinel.rules import MemoMatcher, default_rules_dir, load_rules
-from sglang_sentinel.startups import TEMPLATES_KEPT, LogLedger, StartupTracker, template_of
+from sglang_sentinel.startups import TEMPLATES_KEPT, LogLedger, StartupTracker
 from sglang_sentinel.state import StateStore
 from sglang_sentinel.state.codec import record_from_json, record_to_json
 

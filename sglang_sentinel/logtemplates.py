@@ -1,0 +1,169 @@
+"""Log templates: an SGLang line body reduced to its template, and two startups' downgrade
+templates compared (the downgrade ledger's mask and diff; startups/ledger.py keeps a startup's).
+
+SGLang prints its messages from fixed f-strings, so a deterministic mask recovers the template:
+quoted values, URLs, UUIDs, IPs, paths, hex ids and numbers (with their units, dotted versions
+too) are masked, and a bracketed run of masked values is one `<LIST>`, so another pid, figure or
+list length is the same template while another reason is another one. The mask is versioned
+(`MASK_VERSION`): a ledger stored under another version is re-masked from its examples.
+
+A shared leaf (imports only model.py): the tracker fills ledgers, compare diffs them, and the
+commands that only read state never load the tracker.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from .model import StartupRecord
+
+MASK_VERSION: Final = 1
+# Characters of a line body masked (the ledger bounds its lines' length before this too).
+BODY_CHARS: Final = 2000
+
+# The masks, in order: each replaces what it finds with a placeholder the later ones leave
+# alone (placeholders are `<WORD>`; no mask matches `<` or `>` around a word).
+_ANSI: Final = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_QUOTED: Final = re.compile(r"'[^'\n]{0,400}'|\"[^\"\n]{0,400}\"|`[^`\n]{0,400}`")
+_URL: Final = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s,;)\]]+", re.IGNORECASE)
+_UUID: Final = re.compile(
+    r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE
+)
+_PATH: Final = re.compile(r"(?<![\w.<>])(?:~|\.{1,2})?/[^\s'\"`]+")
+_IP: Final = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b")
+_HEX: Final = re.compile(r"\b0x[0-9a-f]+\b|\b(?=[0-9a-f]*\d)[0-9a-f]{12,64}\b", re.IGNORECASE)
+_NUMBER: Final = re.compile(
+    r"(?<![A-Za-z0-9_.<])[-+]?\d+(?:\.\d+)*(?:e[-+]?\d+)?(?:\s?(?:[KMGT]i?B|[KMGT]|%|ms|s))?"
+    r"(?![A-Za-z0-9_])",
+)
+# A bracketed run of placeholders and separators (a list, tuple, set or dict of values) is one
+# value: `[1, 2, 4]` and `[1, 2, 4, 8]` are the same template.
+_LIST: Final = re.compile(
+    r"[\[({](?:\s*(?:<[A-Z]+>|None|True|False)\s*(?:[:=]\s*(?:<[A-Z]+>|None|True|False)\s*)?,?)*\s*[\])}]"
+)
+_SPACES: Final = re.compile(r"\s+")
+_MASKS: Final = (
+    (_QUOTED, "<S>"),
+    (_URL, "<URL>"),
+    (_UUID, "<UUID>"),
+    (_IP, "<IP>"),
+    (_PATH, "<PATH>"),
+    (_HEX, "<HEX>"),
+    (_NUMBER, "<N>"),
+)
+
+
+def template_of(body: str) -> str:
+    """The template of a line body (prefix already stripped): its variable parts masked."""
+    text = body[:BODY_CHARS]
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    for pattern, placeholder in _MASKS:
+        text = pattern.sub(placeholder, text)
+    previous = None
+    while previous != text:  # nested lists: the inner one first
+        previous, text = text, _LIST.sub("<LIST>", text)
+    return _SPACES.sub(" ", text).strip()
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    """One template of a diff: its example line, how many ranks printed it, the rules that
+    matched it."""
+
+    template: str
+    example: str
+    ranks: int
+    rules: tuple[str, ...] = ()
+    facts: tuple[str, ...] = ()
+    kind: str = "downgrade"
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON contract's form (`log_diff.new[]` / `log_diff.gone[]`)."""
+        return {
+            "template": self.template,
+            "example": self.example,
+            "ranks": self.ranks,
+            "kind": self.kind,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LogDiff:
+    """The downgrade templates a startup printed and its baseline did not (new), and back."""
+
+    new: tuple[LogLine, ...]
+    gone: tuple[LogLine, ...]
+    accepted: int = 0  # new templates policy.accepted_messages silenced
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "new": [line.to_json() for line in self.new],
+            "gone": [line.to_json() for line in self.gone],
+        }
+
+
+def _lines(doc: Mapping[str, Any]) -> dict[str, LogLine]:
+    """template -> line of a stored ledger; one stored under another mask version is re-masked
+    from its examples (redacted text masks to the same template as the line it came from)."""
+    same = doc.get("mask_version") == MASK_VERSION
+    out: dict[str, LogLine] = {}
+    for item in doc.get("templates", ()):
+        example = str(item.get("example", ""))
+        template = str(item["template"]) if same else template_of(example)
+        if template not in out:
+            out[template] = LogLine(
+                template,
+                example,
+                len(item.get("ranks", ())),
+                tuple(item.get("rules", ())),
+                tuple(item.get("facts", ())),
+            )
+    return out
+
+
+def log_diff(
+    record: StartupRecord,
+    baseline: StartupRecord | None,
+    accepted: Sequence[re.Pattern[str]] = (),
+) -> LogDiff | None:
+    """New and gone downgrade templates of `record` against `baseline`; None when either has no
+    ledger (no baseline, or one recorded by a release before the ledger: no false alarm)."""
+    if baseline is None or baseline is record or record.ledger is None or baseline.ledger is None:
+        return None
+    now, before = _lines(record.ledger), _lines(baseline.ledger)
+    new: list[LogLine] = []
+    silenced = 0
+    for template, line in now.items():
+        if template in before or _reworded(line, record, baseline):
+            continue
+        if any(p.search(template) or p.search(line.example) for p in accepted):
+            silenced += 1
+            continue
+        new.append(line)
+    gone = tuple(
+        line
+        for template, line in before.items()
+        if template not in now and not _reworded(line, baseline, record)
+    )
+    return LogDiff(tuple(new), gone, silenced)
+
+
+def _reworded(line: LogLine, record: StartupRecord, other: StartupRecord) -> bool:
+    """The line's rule named facts that the other startup has with the same values: the same
+    downgrade in another release's wording (`Custom allreduce` -> `CustomAllreduce`)."""
+    named = [f for f in line.facts if record.facts.get(f) is not None]
+    return bool(named) and all(record.facts.get(f) == other.facts.get(f) for f in named)
+
+
+__all__ = [
+    "BODY_CHARS",
+    "MASK_VERSION",
+    "LogDiff",
+    "LogLine",
+    "log_diff",
+    "template_of",
+]
