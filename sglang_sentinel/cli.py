@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_PENDING = 0, 1, 2, 3, 4
 # `check --wait`: how often the state is re-read while the latest startup is still starting.
 WAIT_POLL_S = 0.5
+STARTUPS_PAGE = 50  # `sentinel startups` shows this many by default (--limit, --before)
 log = Logger("sglang_sentinel")
 
 
@@ -98,6 +99,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("startups", help="list recorded startups")
     _common(p)
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--limit",
+        type=_count,
+        default=STARTUPS_PAGE,
+        metavar="N",
+        help=f"the newest N startups (default {STARTUPS_PAGE}; 0 = all)",
+    )
+    p.add_argument(
+        "--before",
+        metavar="STARTUP",
+        help="only startups recorded before STARTUP (invocation-id prefix): the next page",
+    )
 
     p = sub.add_parser("baseline", help="show, pin or unpin the baseline startup")
     _common(p)
@@ -260,7 +273,14 @@ def cmd_scan(args: argparse.Namespace) -> int:
     source = _source(config)
     source.open(follow=False)  # one pass: no inotify watch
     store = StateStore(config.state_dir)
-    pipeline = Pipeline(source, rules, policy, store, source_key=source_key(config))
+    pipeline = Pipeline(
+        source,
+        rules,
+        policy,
+        store,
+        source_key=source_key(config),
+        startups_kept=config.startups_kept_per_unit,
+    )
     if since is not None:
         source.seek_realtime(since)
     else:
@@ -291,13 +311,30 @@ def cmd_scan(args: argparse.Namespace) -> int:
 def cmd_startups(args: argparse.Namespace) -> int:
     config = _load(args)
     store = StateStore(config.state_dir, readonly=True)
-    records = store.startups(config.targets)
+    before = store.find_startup(args.before, config.targets) if args.before else None
+    # One page, newest last: reading and comparing the whole history would take minutes.
+    records = store.startups(
+        config.targets,
+        limit=args.limit or None,
+        before=before.invocation_id if before else None,
+    )
+    older = bool(records) and bool(
+        args.limit and store.startups(config.targets, limit=1, before=records[0].invocation_id)
+    )
+    next_before = records[0].invocation_id if older else None
     baselines = {u: i for u, (i, _) in store.baselines().items()}
     if args.json:
         policy = _policy(config)
-        _emit_json({"startups": [startup_json(evaluate(store, r, policy)) for r in records]})
+        _emit_json(
+            {
+                "startups": [startup_json(evaluate(store, r, policy)) for r in records],
+                "next_before": next_before,
+            }
+        )
     else:
         print(render_startups(records, baselines))
+        if next_before is not None:
+            print(f"(older startups: sentinel startups --before {next_before[:12]})")
     return EXIT_OK
 
 
@@ -433,6 +470,12 @@ def _seconds(text: str) -> float:
     if not 0 <= value <= 86400 * 7:
         raise argparse.ArgumentTypeError(f"{text!r}: give 0 to 604800 seconds")
     return value
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (0 = all)")
+    return int(text)
 
 
 def cmd_check(args: argparse.Namespace) -> int:

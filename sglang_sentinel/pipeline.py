@@ -87,6 +87,7 @@ class Pipeline:
         source_key: str,
         stats: Stats | None = None,
         checkpoint_interval: float = 0.0,
+        startups_kept: int | None = None,
         matcher: Matcher | None = None,
         evaluator: Evaluate = evaluate,
         clock: Callable[[], float] = time.monotonic,
@@ -114,6 +115,10 @@ class Pipeline:
         # A cursor move with no record change is committed at most this often (seconds);
         # replaying those entries after a crash changes nothing, so delaying them is safe.
         self.checkpoint_interval = checkpoint_interval
+        # Retention: each unit's stored startups beyond this many are pruned in the commit that
+        # stores a new one (None: keep all). See StateStore.prune for what is always kept.
+        self.startups_kept = startups_kept
+        self._saved_units: set[str] = set()
         self._last_checkpoint = 0.0
         # invocation id -> latest batch-line values as of the last successful commit (never
         # persisted; read-only, replaced whole by each commit).
@@ -250,6 +255,7 @@ class Pipeline:
             return []
         comparisons: list[Comparison] = []
         recorded = 0
+        self._saved_units = set()
         try:
             with self.store.transaction():
                 for inv in dirty:
@@ -264,6 +270,9 @@ class Pipeline:
                     # Only each unit's newest startup can still change; older ones need no
                     # resume state.
                     self.store.clear_builders(self._open_ids())
+                if self.startups_kept is not None:
+                    for unit in sorted(self._saved_units):
+                        self.store.prune(unit, self.startups_kept)
                 if cursor is not None:
                     self.store.save_cursor(self.source_key, cursor)
         except (sqlite3.Error, OSError) as exc:
@@ -294,7 +303,11 @@ class Pipeline:
             try:
                 record, builder = self.tracker.saved_form(inv)
                 stage = "state"
+                if store.is_pruned(inv):
+                    return None  # read again after retention pruned it: stays pruned
                 new = store.save_startup(record, builder)
+                if new:
+                    self._saved_units.add(record.unit)
                 stage = "compare"
                 comparison = self.evaluator(store, record, self.policy)
             except (sqlite3.OperationalError, OSError):
@@ -313,6 +326,8 @@ class Pipeline:
             try:
                 record, builder = self.tracker.saved_form(inv)
                 stage = "state"
+                if self.store.is_pruned(inv):
+                    return
                 self.store.save_startup(record, builder)
             except (sqlite3.OperationalError, OSError):
                 raise

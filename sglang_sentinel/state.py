@@ -56,7 +56,19 @@ CREATE TABLE IF NOT EXISTS cursors (
     updated_at REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS pruned (
+    invocation_id TEXT PRIMARY KEY,
+    unit TEXT NOT NULL,
+    seq INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS pruned_unit_seq ON pruned (unit, seq);
 """
+# The `pruned` table (retention's tombstones) came without a schema version: an older sentinel
+# ignores a table it does not know, and only writers (which create it) read it.
+
+# Tombstones of pruned startups kept per unit, as a multiple of the startups kept: a scan that
+# reads those startups' lines again skips them instead of storing them as new.
+PRUNED_KEPT_FACTOR = 10
 
 
 class _Savepoint:
@@ -342,6 +354,49 @@ class StateStore:
         )
         return row is None
 
+    def prune(self, unit: str, keep: int) -> int:
+        """Delete the unit's startups older than its newest `keep`; returns how many.
+
+        Always kept: the pinned baseline, the newest ready startup (the next startup's
+        "previous" baseline, however long a crash loop since), and startups still open. A
+        pruned startup leaves a tombstone (`is_pruned`) so reading its lines again does not
+        store it anew; the tombstones are bounded too (PRUNED_KEPT_FACTOR * keep per unit).
+        """
+        db = self._db
+        (stored,) = db.execute("SELECT count(*) FROM startups WHERE unit=?", (unit,)).fetchone()
+        if stored <= keep:
+            return 0
+        cut = db.execute(
+            "SELECT seq FROM startups WHERE unit=? ORDER BY seq DESC LIMIT 1 OFFSET ?",
+            (unit, keep - 1),
+        ).fetchone()
+        victims = (
+            " FROM startups WHERE unit=:unit AND seq < :cut AND builder IS NULL"
+            " AND invocation_id NOT IN (SELECT invocation_id FROM baselines)"
+            " AND invocation_id IS NOT (SELECT invocation_id FROM startups"
+            "  WHERE unit=:unit AND outcome='ready' ORDER BY seq DESC LIMIT 1)"
+        )
+        where = {"unit": unit, "cut": cut[0]}
+        db.execute(
+            "INSERT OR REPLACE INTO pruned (invocation_id, unit, seq)"
+            " SELECT invocation_id, unit, seq" + victims,
+            where,
+        )
+        deleted = db.execute("DELETE" + victims, where).rowcount
+        db.execute(
+            "DELETE FROM pruned WHERE unit=:unit AND seq < coalesce((SELECT seq FROM pruned"
+            " WHERE unit=:unit ORDER BY seq DESC LIMIT 1 OFFSET :n), -9e18)",
+            {"unit": unit, "n": keep * PRUNED_KEPT_FACTOR - 1},
+        )
+        return int(deleted)
+
+    def is_pruned(self, invocation_id: str) -> bool:
+        """True when retention deleted this startup (see `prune`)."""
+        row = self._db.execute(
+            "SELECT 1 FROM pruned WHERE invocation_id=?", (invocation_id,)
+        ).fetchone()
+        return row is not None
+
     def clear_builders(self, keep: Iterable[str]) -> None:
         """Drop resumable state of startups that can no longer change."""
         keep = list(keep)
@@ -404,18 +459,51 @@ class StateStore:
         ).fetchall()
         return [str(r[0]) for r in reversed(rows)]
 
-    def startups(self, units: Iterable[str] | None = None) -> list[StartupRecord]:
-        """Records oldest first, optionally only of `units`."""
-        if units is None:
-            rows = self._db.execute("SELECT record FROM startups ORDER BY seq")
+    def startups(
+        self,
+        units: Iterable[str] | None = None,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+    ) -> list[StartupRecord]:
+        """Records oldest first, optionally only of `units`; with `limit` only the newest
+        `limit` of them, and with `before` (an invocation id) only those stored before it."""
+        where, params = self._unit_filter(units)
+        if before is not None:
+            where.append("seq < (SELECT seq FROM startups WHERE invocation_id=?)")
+            params.append(before)
+        sql = "SELECT record FROM startups"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        if limit is None:
+            rows = self._db.execute(sql + " ORDER BY seq", params).fetchall()
         else:
-            units = list(units)
-            marks = ",".join("?" * len(units))
-            rows = self._db.execute(
-                f"SELECT record FROM startups WHERE unit IN ({marks}) ORDER BY seq",
-                units,
-            )
-        return [record_from_json(r[0]) for r in rows.fetchall()]
+            rows = self._db.execute(sql + " ORDER BY seq DESC LIMIT ?", [*params, limit])
+            rows = list(reversed(rows.fetchall()))
+        return [record_from_json(r[0]) for r in rows]
+
+    def count_startups(self, units: Iterable[str] | None = None) -> int:
+        where, params = self._unit_filter(units)
+        sql = "SELECT count(*) FROM startups" + (" WHERE " + " AND ".join(where) if where else "")
+        return int(self._db.execute(sql, params).fetchone()[0])
+
+    def recent_outcomes(self, units: Iterable[str], limit: int) -> list[tuple[str, str]]:
+        """(invocation id, outcome) of the newest `limit` startups of `units`, oldest first:
+        read without decoding a record, so what a restart reads is bounded by `limit`."""
+        where, params = self._unit_filter(units)
+        rows = self._db.execute(
+            f"SELECT invocation_id, outcome FROM startups WHERE {where[0]}"
+            " ORDER BY seq DESC LIMIT ?",
+            [*params, limit],
+        ).fetchall()
+        return [(str(i), str(o)) for i, o in reversed(rows)]
+
+    @staticmethod
+    def _unit_filter(units: Iterable[str] | None) -> tuple[list[str], list[object]]:
+        if units is None:
+            return [], []
+        units = list(units)
+        return [f"unit IN ({','.join('?' * len(units))})"], list(units)
 
     def startup(self, invocation_id: str) -> StartupRecord | None:
         row = self._db.execute(
@@ -425,8 +513,8 @@ class StateStore:
 
     def find_startup(self, ref: str, units: Iterable[str] | None = None) -> StartupRecord:
         """Resolve `latest` or an invocation-id prefix (>= 6 hex digits) to one record."""
-        records = self.startups(units)
         if ref == "latest":
+            records = self.startups(units, limit=1)
             if not records:
                 raise UsageError("no startups recorded yet")
             return records[-1]
@@ -435,13 +523,26 @@ class StateStore:
             raise UsageError(
                 f"startup {ref!r}: give `latest` or at least 6 hex digits of an invocation id"
             )
-        hits = [r for r in records if r.invocation_id.startswith(prefix)]
+        # Ids only (hex digits: nothing LIKE treats specially); one record is decoded.
+        where, params = self._unit_filter(units)
+        where.append("invocation_id LIKE ?")
+        hits = [
+            str(r[0])
+            for r in self._db.execute(
+                f"SELECT invocation_id FROM startups WHERE {' AND '.join(where)} ORDER BY seq",
+                [*params, prefix + "%"],
+            )
+        ]
         if not hits:
             raise UsageError(f"no startup with invocation id starting {ref!r}")
         if len(hits) > 1:
-            ids = ", ".join(r.invocation_id[:12] for r in hits)
+            ids = ", ".join(i[:12] for i in hits[:10])
+            if len(hits) > 10:
+                ids += f" and {len(hits) - 10} more"
             raise UsageError(f"startup {ref!r} is ambiguous: {ids}")
-        return hits[0]
+        record = self.startup(hits[0])
+        assert record is not None
+        return record
 
     def recent(self, unit: str, limit: int) -> list[StartupRecord]:
         """The unit's last `limit` startups, oldest first (the status page's history)."""

@@ -22,6 +22,7 @@ from sglang_sentinel.config.schema import (
     LABEL_NAME,
     LOG_FORMATS,
     LOG_LEVELS,
+    STARTUPS_KEPT_MIN,
     STATE_DIR_ENV,
     AlertmanagerConfig,
     Config,
@@ -33,6 +34,7 @@ from sglang_sentinel.config.schema import (
     RulesConfig,
     choice,
     container_name,
+    count,
     describe_value,
     duration,
     format_number,
@@ -246,6 +248,13 @@ class _Checker:
         max_replay_age = self.take(
             top, "max_replay_age_seconds", "", d.max_replay_age_seconds, duration(0)
         )
+        kept = self.take(
+            top,
+            "startups_kept_per_unit",
+            "",
+            d.startups_kept_per_unit,
+            count(STARTUPS_KEPT_MIN, 10_000_000),
+        )
         return Config(
             units=units,
             containers=containers,
@@ -259,6 +268,7 @@ class _Checker:
             alertmanager=alertmanager,
             checkpoint_interval_seconds=checkpoint,
             max_replay_age_seconds=max_replay_age,
+            startups_kept_per_unit=kept,
         )
 
     def _alertmanager(self, am: Mapping[Any, Any], d: AlertmanagerConfig) -> AlertmanagerConfig:
