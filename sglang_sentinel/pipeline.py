@@ -306,7 +306,11 @@ class Pipeline:
                 if store.is_pruned(inv):
                     return None  # read again after retention pruned it: stays pruned
                 new = store.save_startup(record, builder)
-                if new:
+                if new is None:
+                    # The stored record is stronger (read from more of the startup's lines)
+                    # and stays; it is what is compared and announced.
+                    record = store.startup(inv) or record
+                elif new:
                     self._saved_units.add(record.unit)
                 stage = "compare"
                 comparison = self.evaluator(store, record, self.policy)
@@ -317,7 +321,7 @@ class Pipeline:
                     ok.rollback()
                 self._failed(stage, exc, invocation=inv[:8], once=(stage, inv))
                 return None
-        return comparison, int(new)
+        return comparison, int(bool(new))
 
     def _save_touched(self, inv: str) -> None:
         """Store a startup only batch lines changed (inside the commit's transaction)."""
