@@ -122,10 +122,13 @@ def test_a_version_2_state_reads_as_it_is_and_upgrades_to_3_when_written(tmp_pat
     ro.close()
     assert schema_of(tmp_path) == (
         "2",
-        ["baselines", "comparisons", "counters", "cursors", "meta", "startups"],
+        ["baselines", "comparisons", "counters", "cursors", "meta", "pruned", "startups"],
     )
     StateStore(tmp_path).close()
-    assert schema_of(tmp_path) == ("3", ["baselines", "counters", "cursors", "meta", "startups"])
+    assert schema_of(tmp_path) == (
+        "3",
+        ["baselines", "counters", "cursors", "meta", "pruned", "startups"],
+    )
     again = StateStore(tmp_path, readonly=True)
     got = again.startup("c" * 32)
     assert got is not None and got.facts["max_running_requests"] == 48

@@ -365,6 +365,14 @@ def label_string(value: Any, path: str) -> str:
     if not isinstance(value, str):
         # Quoting matters in YAML: `debug: yes` is a boolean, `version: 1.10` is 1.1.
         raise InvalidValue(f"expected a string (quote it), got {describe_value(value)}")
+    if scrub_text(value) != value:
+        # A label goes out with every metric, alert and baseline file: a secret there (a Slack
+        # webhook URL pasted into the wrong field) would be published, and masking it would
+        # change the label. Refused; the value is not repeated in the message.
+        raise InvalidValue(
+            "looks like a secret (a token, key or webhook URL); labels are published with every"
+            " metric and alert: give a plain name"
+        )
     return value
 
 
