@@ -211,7 +211,15 @@ _KNOWN_TOKEN = re.compile(
     r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"
     r"|AIza[0-9A-Za-z_-]{35}"
     r"|hf_[A-Za-z0-9]{30,}"
+    # Mailchimp API keys (from detect-secrets' plugin set; README "Secrets").
+    r"|[0-9a-f]{32}-us[0-9]{1,2}(?![0-9])"
     r")"
+)
+# A PEM private key, to its END line or, cut off, to the end of the text (detect-secrets' shape).
+_PRIVATE_KEY = re.compile(
+    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+    r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|.*)",
+    re.S,
 )
 # Slack/Discord webhook URLs: the path is the credential.
 _WEBHOOK_PATH = re.compile(
@@ -348,6 +356,8 @@ def _replace_run(match: re.Match[str]) -> str:
 
 def scrub_shapes(text: str) -> str:
     """Redact secrets recognised by their shape alone, wherever they are in `text`."""
+    if "PRIVATE KEY" in text:
+        text = _PRIVATE_KEY.sub(REDACTED, text)
     if "hooks." in text or "webhooks/" in text:
         text = _WEBHOOK_PATH.sub(lambda m: f"{m.group('head')}{REDACTED}", text)
     text = _KNOWN_TOKEN.sub(REDACTED, text)

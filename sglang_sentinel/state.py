@@ -484,8 +484,8 @@ class StateStore:
         if limit is None:
             rows = self._db.execute(sql + " ORDER BY seq", params).fetchall()
         else:
-            rows = self._db.execute(sql + " ORDER BY seq DESC LIMIT ?", [*params, limit])
-            rows = list(reversed(rows.fetchall()))
+            newest = self._db.execute(sql + " ORDER BY seq DESC LIMIT ?", [*params, limit])
+            rows = list(reversed(newest.fetchall()))
         return [record_from_json(r[0]) for r in rows]
 
     def count_startups(self, units: Iterable[str] | None = None) -> int:

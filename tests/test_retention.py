@@ -60,9 +60,7 @@ def _crash(start: datetime) -> StartupScript:
 def _crash_loop(tmp_path: Path, name: str, count: int, first: datetime) -> tuple[Path, list[str]]:
     """A journal of `count` crash-loop startups 10 s apart; returns it and their ids in order."""
     scripts = [_crash(first + timedelta(seconds=10 * i)) for i in range(count)]
-    export = write_export(
-        (e for s in scripts for e in s.entries()), tmp_path / f"{name}.export"
-    )
+    export = write_export((e for s in scripts for e in s.entries()), tmp_path / f"{name}.export")
     return build_journal(export, tmp_path / name), [s.invocation_id for s in scripts]
 
 
@@ -181,9 +179,11 @@ def _stored_copies(state: Path, journal: Path, count: int) -> None:
         doc = json.loads(record)
         rows = []
         for i in range(count):
-            doc["invocation_id"] = inv = hashlib.md5(b"%d" % i).hexdigest()  # noqa: S324
+            doc["invocation_id"] = inv = hashlib.md5(b"%d" % i).hexdigest()
             doc["outcome"] = "failed" if i % 2 else "ready"
-            rows.append((inv, unit, started - count + i, doc["outcome"], json.dumps(doc), -count + i))
+            rows.append(
+                (inv, unit, started - count + i, doc["outcome"], json.dumps(doc), -count + i)
+            )
         with db:
             db.executemany(
                 "INSERT INTO startups (invocation_id, unit, started_at, outcome, record, builder,"
@@ -230,7 +230,7 @@ def test_startups_pages_newest_first_with_a_next_page(
         return dict(json.loads(capsys.readouterr().out))
 
     def shown(doc: dict[str, object]) -> list[str]:
-        return [s["invocation_id"] for s in doc["startups"]]  # type: ignore[attr-defined, index]
+        return [s["invocation_id"] for s in doc["startups"]]  # type: ignore[attr-defined]
 
     first = page()
     assert (shown(first), first["next_before"]) == (ids[-50:], ids[-50])
@@ -289,7 +289,7 @@ def test_a_daemon_through_a_crash_loop_keeps_the_state_and_its_restart_bounded(
     assert size < kept * 20_000 + 2_000_000, f"state {size / 1e6:.1f} MB for {kept} kept"
     restart = _rss_anon_at_ready(state, loop, config)
     assert restart - empty < 15, f"RssAnon at READY {restart:.1f} MB, seed state {empty:.1f} MB"
-    print(  # noqa: T201 (the soak's numbers, with -s)
+    print(  # the soak's numbers, seen with -s
         f"\ncrash loop of {count}: {len(crashed[-kept:])} kept, state {size / 1e6:.1f} MB,"
         f" RssAnon at READY {restart:.1f} MB (seed state {empty:.1f} MB)"
     )

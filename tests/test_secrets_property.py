@@ -440,6 +440,10 @@ def test_shapes_from_issue_9(text: str, expected: str) -> None:
         ("error: unrecognized arguments: -k hunter2hunter2 --port 1", "error: unrecognized arguments: -k <redacted> --port 1"),
         ("error: unrecognized arguments: -p 'hunter2 hunter2'", "error: unrecognized arguments: -p <redacted>"),
         ("Scheduler hit an exception: private_key_path=/keys/hunter2.pem", "Scheduler hit an exception: private_key_path=<redacted>"),
+        # Two shapes of detect-secrets 1.5's plugin set the hand-written ones lacked.
+        ("key 0123456789abcdef0123456789abcdef-us12 rejected", "key <redacted> rejected"),
+        ("ValueError: -----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY----- bad", "ValueError: <redacted> bad"),
+        ("ValueError: -----BEGIN OPENSSH PRIVATE KEY----- b3BlbnNzaC1r", "ValueError: <redacted>"),
         # Prose and facts keep theirs: a name that is no secret, a key path with dots, a count.
         ("Scheduler hit an exception: KeyError: missing key model.layers.10.mlp.", "Scheduler hit an exception: KeyError: missing key model.layers.10.mlp."),
         ("max_total_num_tokens 507050 and the token is invalid", "max_total_num_tokens 507050 and the token is invalid"),
