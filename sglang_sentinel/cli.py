@@ -300,6 +300,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
         record = store.startup(inv)
         if record is not None:
             comparisons.append(evaluate(store, record, policy))
+    store.close()  # a writer's close leaves no -wal/-shm for the readers after it (state.py)
     log.info("scan_finished", entries=pipeline.stats.entries_read, startups=len(comparisons))
     if args.json:
         _emit_json(scan_json(comparisons))
@@ -353,6 +354,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
         return _baseline_import(store, units[0], args.import_file, config.gpu or "", args.force)
     if args.unpin:
         removed = store.unpin(units[0])
+        store.close()
         print(
             f"{units[0]}: baseline unpinned" if removed else f"{units[0]}: no baseline was pinned"
         )
@@ -371,6 +373,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
                 f"startup {record.invocation_id[:8]} is {record.outcome}; pin a ready startup"
             )
         store.pin(record.unit, record.invocation_id)
+        store.close()
         log.info("baseline_pinned", unit=record.unit, invocation=record.invocation_id[:8])
         print(f"{record.unit}: pinned startup {record.invocation_id[:8]} as baseline")
         return EXIT_OK
@@ -426,6 +429,7 @@ def _baseline_import(store: StateStore, unit: str, path: Path, gpu: str, force: 
     with store.transaction():
         store.save_startup(file.record, None)
     store.pin(unit, file.record.invocation_id)
+    store.close()
     log.info("baseline_imported", unit=unit, sha256=file.sha256, forced=bool(problems))
     note = f" despite: {'; '.join(problems)}" if problems else ""
     print(f"{unit}: pinned imported baseline sha256 {file.sha256}{note}")

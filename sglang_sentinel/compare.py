@@ -34,7 +34,7 @@ from .serverargs.diff import (
     switched_off_by,
 )
 from .text import duration
-from .yamlfile import YamlError, load_yaml
+from .yamlfile import FileTooLarge, YamlError, load_yaml, read_text
 
 CHECKS = (
     "max_running_requests_drop",
@@ -112,7 +112,9 @@ def load_policy(path: Path | None = None, overrides: Mapping[str, Any] | None = 
     """
     path = path or default_policy_path()
     try:
-        data = load_yaml(path.read_bytes().decode("utf-8"))
+        data = load_yaml(read_text(path))
+    except FileTooLarge as exc:
+        raise ConfigError([f"{path}: {exc}"]) from exc
     except OSError as exc:
         raise ConfigError([f"{path}: cannot read policy: {exc.strerror}"]) from exc
     except UnicodeDecodeError as exc:

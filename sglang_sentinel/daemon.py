@@ -397,6 +397,9 @@ class Daemon:
             self._drain()
             if self._reload:
                 self._reload = False
+                # Loading rules takes up to a few seconds (their size is bounded: yamlfile):
+                # the whole watchdog interval is left for it, not what remains of it.
+                self._ping_watchdog(now_anyway=True)
                 self.reload()
             self._housekeeping()
 
@@ -580,10 +583,10 @@ class Daemon:
         self._ping_watchdog()
         self._update_status()
 
-    def _ping_watchdog(self) -> None:
+    def _ping_watchdog(self, *, now_anyway: bool = False) -> None:
         # Called only from the loop, so a hung loop stops the pings and systemd restarts us.
         now = time.monotonic()
-        if self._watchdog_s and now - self._last_ping >= self._watchdog_s / 2:
+        if self._watchdog_s and (now_anyway or now - self._last_ping >= self._watchdog_s / 2):
             sd.notify("WATCHDOG=1")
             self._last_ping = now
 

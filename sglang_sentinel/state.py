@@ -196,7 +196,19 @@ class StateStore:
         return db
 
     def close(self) -> None:
+        if not self.readonly:
+            self._leave_wal()
         self._db.close()
+
+    def _leave_wal(self) -> None:
+        """The last writer to close takes the database out of WAL mode (checkpointing it), so
+        that no -wal/-shm files are left and a read-only command (which opens `mode=ro` and
+        cannot remove them) creates none: SQLite makes both files for any reader of a WAL
+        database whose directory it may write. A writer that is not the last one (a scan beside
+        the daemon) gets SQLITE_BUSY at once and leaves WAL mode on; the next writer sets it."""
+        with contextlib.suppress(sqlite3.Error):
+            self._db.execute("PRAGMA busy_timeout=0")
+            self._db.execute("PRAGMA journal_mode=DELETE")
 
     def _check_readable(self) -> None:
         """A database that is empty (zero length, never written) or fails SQLite's quick check

@@ -45,7 +45,7 @@ from sglang_sentinel.config.schema import (
     unit_name,
 )
 from sglang_sentinel.errors import ConfigError
-from sglang_sentinel.yamlfile import YamlError, load_yaml
+from sglang_sentinel.yamlfile import FileTooLarge, YamlError, load_yaml, read_text
 
 # load_config reads it at call time, so a test may point it elsewhere.
 DEFAULT_CONFIG_PATH: Final = Path("/etc/sglang-sentinel/config.yaml")
@@ -309,7 +309,10 @@ class _Checker:
 
 def _read_file(path: Path, *, must_exist: bool, problems: list[str]) -> dict[Any, Any]:
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = read_text(path)
+    except FileTooLarge as exc:
+        problems.append(f"{path}: {exc}")
+        return {}
     except FileNotFoundError:
         if must_exist:
             problems.append(f"config file {path} not found")
