@@ -201,11 +201,12 @@ def test_a_batch_heavy_backlog_commits_once_per_startup_change_not_per_slice(
             slices.append((before, before + n))
         return n
 
-    daemon.store.transaction = counted  # type: ignore[method-assign]
-    daemon.pipeline.process = sliced  # type: ignore[method-assign]
     daemon.source.open()
     try:
         daemon.pipeline.resume(from_boot_start=False)
+        # Counted from here: the commits of the backlog (resume has transactions of its own).
+        daemon.store.transaction = counted  # type: ignore[method-assign]
+        daemon.pipeline.process = sliced  # type: ignore[method-assign]
         daemon._drain()
     finally:
         daemon.source.close()
