@@ -299,12 +299,15 @@ def cmd_scan(args: argparse.Namespace) -> int:
         if n == 0:
             break
     source.close()
-    # Re-evaluate after the whole pass so every startup is compared with its final baseline.
+    # Re-evaluate after the whole pass so every startup is compared with its final baseline;
+    # judged at this moment as `check` judges them, so a startup still starting past its time
+    # is stalled here too, not "pending".
     comparisons = []
+    now = time.time()
     for inv in seen:
         record = store.startup(inv)
         if record is not None:
-            comparisons.append(evaluate(store, record, policy))
+            comparisons.append(evaluate(store, record, policy, now=now))
     store.close()  # a writer's close leaves no -wal/-shm for the readers after it (state.py)
     log.info("scan_finished", entries=pipeline.stats.entries_read, startups=len(comparisons))
     if args.json:

@@ -103,6 +103,7 @@ class StateStore:
         if readonly:
             self._db = self._open_readonly(state_dir)
             try:
+                self._refuse_newer()  # before anything that assumes this schema's tables
                 self._check_readable()
                 outdated = self._version() < READABLE_SCHEMA
             except sqlite3.DatabaseError as exc:
@@ -254,6 +255,7 @@ class StateStore:
 
     def _migrate(self) -> None:
         with self.transaction():
+            self._refuse_newer()
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():
                     self._db.execute(stmt)
@@ -262,11 +264,6 @@ class StateStore:
                 self._db.execute(
                     "INSERT INTO meta (key, value) VALUES ('schema_version', ?)",
                     (str(SCHEMA_VERSION),),
-                )
-            elif int(row[0]) > SCHEMA_VERSION:
-                raise StateError(
-                    f"{self.path} has schema version {row[0]}, newer than this sentinel "
-                    f"understands ({SCHEMA_VERSION}); upgrade sglang-sentinel"
                 )
             else:
                 if int(row[0]) < 2:
@@ -278,6 +275,20 @@ class StateStore:
             self._db.execute("CREATE INDEX IF NOT EXISTS startups_unit_seq ON startups (unit, seq)")
         with contextlib.suppress(OSError):
             os.chmod(self.path, 0o640)
+
+    def _refuse_newer(self) -> None:
+        """A state a newer sentinel wrote is refused by every command, reading or writing, in
+        one line that says so (its tables may not be what this code reads)."""
+        has_meta = self._db.execute(
+            "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta'"
+        ).fetchone()[0]
+        version = self._version() if has_meta else 0
+        if version > SCHEMA_VERSION:
+            raise StateError(
+                f"state database {self.path} has schema version {version}, newer than this"
+                f" sentinel understands ({SCHEMA_VERSION}); upgrade sglang-sentinel (or move"
+                " the state aside to start a new one)"
+            )
 
     def _version(self) -> int:
         row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
