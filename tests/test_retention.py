@@ -86,25 +86,28 @@ def _stored(state: Path) -> list[str]:
 def test_a_crash_loop_is_pruned_to_the_bound_keeping_the_pin_and_the_newest_ready(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """30 failed startups with a bound of 10: the 10 newest stay, plus the pinned baseline and
-    the newest ready startup (the next startup's "previous"); a second scan of the same crash
-    loop stores none of the pruned ones again and counts nothing twice."""
+    """60 failed startups with a bound of 10: the 10 newest stay, plus the pinned baseline and
+    the newest ready startup (the next startup's "previous"), and the file holds about them
+    (pruned as each is stored, though a scan commits all 60 at once); a second scan of the same
+    crash loop stores none of the pruned ones again and counts nothing twice."""
     config, state = _config(tmp_path, 10), tmp_path / "state"
     pinned = ready_startup("2026-01-02 10:00:00", 48)
     last_ready = ready_startup("2026-01-03 10:00:00", 40)
     good = write_export([*pinned.entries(), *last_ready.entries()], tmp_path / "good.export")
     _scan(config, build_journal(good, tmp_path / "good"), state)
     assert main(["baseline", "--pin", pinned.invocation_id[:8], "--state-dir", str(state)]) == 0
-    loop, crashed = _crash_loop(tmp_path, "loop", 30, datetime(2026, 1, 4, tzinfo=timezone.utc))
+    loop, crashed = _crash_loop(tmp_path, "loop", 60, datetime(2026, 1, 4, tzinfo=timezone.utc))
 
     _scan(config, loop, state)
     kept = [pinned.invocation_id, last_ready.invocation_id, *crashed[-10:]]
     assert _stored(state) == kept
+    size = (state / DB_NAME).stat().st_size
+    assert size < 12 * 20_000 + 150_000, f"{size} bytes for 12 startups (~14 kB each)"
     _scan(config, loop, state)  # the same lines again: the pruned ones stay pruned
     assert _stored(state) == kept
     store = StateStore(state, readonly=True)
     try:
-        assert store.outcome_counts(UNIT) == {"ready": 2, "failed": 30}
+        assert store.outcome_counts(UNIT) == {"ready": 2, "failed": 60}
         assert store.baseline_id(UNIT) == pinned.invocation_id
         assert store.latest(UNIT, decided=True).invocation_id == crashed[-1]  # type: ignore[union-attr]
     finally:
