@@ -128,6 +128,7 @@ class Pipeline:
         # Retention: each unit's stored startups beyond this many are pruned in the commit that
         # stores a new one (None: keep all). See StateStore.prune for what is always kept.
         self.startups_kept = startups_kept
+        self._grown: set[str] = set()  # units with a new startup in the commit under way
         self._last_checkpoint = 0.0
         # invocation id -> latest batch-line values as of the last successful commit (never
         # persisted; read-only, replaced whole by each commit).
@@ -274,6 +275,7 @@ class Pipeline:
             return []
         comparisons: list[Comparison] = []
         recorded = 0
+        self._grown = set()
         try:
             with self.store.transaction():
                 for inv in dirty:
@@ -288,6 +290,9 @@ class Pipeline:
                     # Only each unit's newest startup can still change; older ones need no
                     # resume state.
                     self.store.clear_builders(key, self._open_ids())
+                if self.startups_kept is not None:
+                    for unit in sorted(self._grown):
+                        self.store.prune(unit, self.startups_kept)
                 if cursor is not None and key is not None:
                     self.store.save_cursor(key, cursor)
         except (sqlite3.Error, OSError) as exc:
@@ -328,8 +333,10 @@ class Pipeline:
                 elif new and self.startups_kept is not None:
                     # Pruned as each new one is stored, so the pages it frees hold the next
                     # (a scan commits thousands at once: pruning at the end would grow the file
-                    # to all of them first).
+                    # to all of them first); and once more at the end (commit), when the
+                    # startups that closed in this commit have no resume state left.
                     store.prune(record.unit, self.startups_kept)
+                    self._grown.add(record.unit)
                 stage = "compare"
                 comparison = self.evaluator(store, record, self.policy)
             except (sqlite3.OperationalError, OSError):
