@@ -139,7 +139,8 @@ KEYS: Final[Mapping[str, str]] = {
     "alertmanager.urls": "Alertmanager URLs http(s)://host[:port][/path]; /api/v2/alerts is "
     "appended unless the path ends with it; empty = no pushes",
     "alertmanager.resend_interval_seconds": "how often firing alerts are pushed again (5..600 s)",
-    "alertmanager.timeout_seconds": "HTTP timeout of one push (at most the resend interval)",
+    "alertmanager.timeout_seconds": "deadline of one whole push (connect to last byte; at most "
+    "the resend interval); each Alertmanager is pushed to by its own worker",
     "alertmanager.resolve_resend_seconds": "how long a resolved alert keeps being pushed as "
     "resolved, so a restarted or unreachable Alertmanager still learns it ended",
     "alertmanager.generator_url": "generatorURL set on every alert (e.g. a dashboard link); "
@@ -152,7 +153,8 @@ KEYS: Final[Mapping[str, str]] = {
     "the alert's own alertname, job, instance, unit, check, severity; set them to Prometheus's "
     "external_labels",
     "alertmanager.bearer_token_file": "file whose content (trimmed) is sent as "
-    "'Authorization: Bearer ...'; read at every push, so a rotated token needs no restart",
+    "'Authorization: Bearer ...'; read at every push, so a rotated token needs no restart; a "
+    "regular file of at most 16 KiB",
     "checkpoint_interval_seconds": "how often the journal cursor is saved while no line matches",
     "max_replay_age_seconds": "skip entries older than this on a cursor replay or first start; "
     "null = from the start of the current boot",
