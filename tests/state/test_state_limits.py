@@ -17,7 +17,8 @@ from sglang_sentinel.config import load_config
 from sglang_sentinel.daemon import Daemon
 from sglang_sentinel.errors import RuleError
 from sglang_sentinel.rules.files import load_rules
-from sglang_sentinel.state import DB_NAME, SCHEMA_VERSION
+from sglang_sentinel.state import DB_NAME
+from sglang_sentinel.state.store import SCHEMA_VERSION
 from sglang_sentinel.yamlfile import MAX_FILE_BYTES
 
 UNIT = "sglang-qwen.service"
