@@ -391,6 +391,12 @@ FACTS: Final[tuple[Fact, ...]] = (
         "control",
         "a fatal startup error; before ready it makes the startup `failed`",
     ),
+    Fact(
+        "failure_exception",
+        "str",
+        "control",
+        "the exception a traceback ends with; replaces a failure_reason that names no error",
+    ),
 )
 
 BY_NAME: Final[Mapping[str, Fact]] = {f.name: f for f in FACTS}

@@ -61,6 +61,17 @@ _MISS: Any = object()  # a line the matcher's known answers do not have
 _EXIT_RE = re.compile(r"code=(\w+), status=(\S+)")
 _RESULT_RE = re.compile(r"Failed with result '([^']+)'")
 _TRACEBACK_HEAD = "Traceback (most recent call last):"
+# Failure reasons that say a start died but not of what: a later exception line (the last line
+# of the scheduler's traceback) names the error instead. An exception line itself is replaceable
+# too, so that of a chained traceback the last one printed is kept.
+_GENERIC_REASONS = (
+    "Received sigquit from a child process",
+    "SIGQUIT received from a failing child",
+    "Initialization failed.",
+)
+_GENERIC_REASON_RE = re.compile(
+    r"Rank \d+ scheduler (?:is dead|died during initialization)|(?:[A-Za-z_]\w*\.)*[A-Z]\w*Error\b"
+)
 # A split server_args line never needs more than a few continuation entries (48K each).
 _MAX_SERVER_ARGS_CHARS = 1 << 20
 # Forgotten startups whose runtime values stay available (see StartupTracker.runtime_views).
@@ -742,6 +753,11 @@ class StartupTracker:
                     b.failure_reason is None or b.failure_reason.endswith(_TRACEBACK_HEAD)
                 ):
                     b.failure_reason = scrub_text(str(value))[:500]
+            elif name == "failure_exception":
+                text = scrub_text(str(value))[:500]
+                reason = b.failure_reason
+                if b.ready_at is None and _names_no_error(reason) and reason not in text:
+                    b.failure_reason = text
             elif name in RUNTIME_FACTS:
                 b.settle()  # older deferred batch lines first
                 b.runtime[name] = value
@@ -784,6 +800,17 @@ class StartupTracker:
         if result.complete or result.error is not None:
             b.server_args = dict(result.args)
             _clear_pending(b)
+
+
+def _names_no_error(reason: str | None) -> bool:
+    """True for a failure reason an exception line may replace (see _GENERIC_REASONS)."""
+    if reason is None:
+        return False  # an exception line alone (a warning's traceback) does not fail a start
+    return (
+        reason.endswith(_TRACEBACK_HEAD)
+        or reason.startswith(_GENERIC_REASONS)
+        or _GENERIC_REASON_RE.match(reason) is not None
+    )
 
 
 def _end_server_args(b: _Builder) -> None:
