@@ -77,10 +77,8 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, An
     units = [a for case in CASES for a in ("--unit", _unit(case))]
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = main(
-            ["scan", "--journal-dir", str(journal), "--state-dir", str(tmp / "state"), "--json"]
-            + units
-        )
+        argv = ["scan", "--journal-dir", str(journal), "--state-dir", str(tmp / "state")]
+        code = main([*argv, "--json", *units])
     assert code == 0
     by_unit = {s["unit"]: s for s in json.loads(out.getvalue())["startups"]}
     return {case: by_unit[_unit(case)] for case in CASES if _unit(case) in by_unit}
@@ -134,7 +132,9 @@ def test_corpus_cases_are_complete() -> None:
         want = _expected(case)
         assert set(want) <= {"outcome", "failure_reason", "facts", "known_misses"}, case
         assert set(want.get("known_misses") or {}) <= {
-            "outcome", "failure_reason", *(want.get("facts") or {})
+            "outcome",
+            "failure_reason",
+            *(want.get("facts") or {}),
         }, case
 
 
@@ -152,7 +152,10 @@ def test_corpus_score(recorded: dict[str, dict[str, Any]]) -> None:
         known = _expected(case).get("known_misses") or {}
         missed = {m.split(":")[0] for m in result["missed"]}
         problems += [f"{case}: missed {m} (not a known miss)" for m in sorted(missed - set(known))]
-        problems += [f"{case}: {m} is read now; drop it from known_misses" for m in sorted(set(known) - missed)]
+        problems += [
+            f"{case}: {m} is read now; drop it from known_misses"
+            for m in sorted(set(known) - missed)
+        ]
         problems += [f"{case}: wrong {w}" for w in result["wrong"]]
         problems += [f"{case}: invented {i}" for i in result["invented"]]
     facts = totals["right"] + totals["missed"] + totals["wrong"]
