@@ -71,7 +71,10 @@ _MAX_WRAPPERS: Final = 3  # e.g. kubectl's time, then Ray's prefix
 
 def may_be_wrapped(message: str) -> bool:
     """Whether a line that does not start with `[` may carry a wrapper (a cheap test)."""
-    return message[:1] in WRAPPER_STARTS or " | " in message[:70]
+    if message[:1] in WRAPPER_STARTS:
+        return True
+    bar = message.find(" | ", 0, 70)  # compose: one word, then spaces, then the bar
+    return bar > 0 and " " not in message[:bar].rstrip(" ")
 
 
 def strip_wrappers(message: str) -> str:
