@@ -45,6 +45,7 @@ ALERT_NAMES: Final[Mapping[str, str]] = MappingProxyType(
         "cuda_graph_disabled": "SGLangCudaGraphDisabled",
         "moe_config_missing": "SGLangMoEConfigMissing",
         "startup_failed": "SGLangStartupFailed",
+        "kv_pool_negative": "SGLangKVPoolNegative",
         "fact_missing": "SGLangSentinelRulesStale",
         "decode_throughput_drop": "SGLangDecodeThroughputDropped",
         "decode_without_cuda_graph": "SGLangDecodeWithoutCudaGraph",

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .errors import ConfigError
-from .evidence import fmt_value, invalid_fact_text
+from .evidence import fmt_value, invalid_fact_text, note
 from .model import (
     SEVERITIES,
     SEVERITY_ORDER,
@@ -43,6 +43,7 @@ CHECKS = (
     "cuda_graph_disabled",
     "moe_config_missing",
     "startup_failed",
+    "kv_pool_negative",
     "fact_missing",
     *RUNTIME_CHECKS,
     "fact_invalid",
@@ -264,6 +265,9 @@ def compare(
                 evidence=evidence,
             )
         )
+    f = _negative_pool_finding(record, policy)
+    if f:
+        findings.append(f)
     decode = decode_result(record, baseline if baseline is not record else None, policy)
     # Only the fact_invalid notes: a record carries other notes too (clock_skew).
     invalid = tuple(n for n in record.notes if n.kind == "fact_invalid")
@@ -299,6 +303,32 @@ def compare(
         findings.append(f)
     findings.extend(runtime_findings(record, baseline, policy, evidence, decode))
     return Comparison(record, baseline, kind, tuple(findings), decode=decode)
+
+
+def _negative_pool_finding(record: StartupRecord, policy: Policy) -> Finding | None:
+    """A negative profiled KV pool: the weights leave no memory for one, whatever the outcome
+    (a sign that comes before the failure, or a start that limps on without a pool)."""
+    profiled = record.fact("profiled_max_total_tokens")
+    if (
+        not isinstance(profiled, int)
+        or isinstance(profiled, bool)
+        or profiled >= 0
+        or not policy.enabled("kv_pool_negative")
+    ):
+        return None
+    return Finding(
+        check="kv_pool_negative",
+        severity=policy.severity("kv_pool_negative"),
+        baseline=None,
+        current=profiled,
+        message=(
+            f"the memory profile left a KV pool of {profiled} tokens: the weights (and any "
+            "draft model's) take more than --mem-fraction-static allows, so the start cannot "
+            "hold a request; lower the weights' share (quantization, more GPUs) or raise "
+            "--mem-fraction-static"
+        ),
+        evidence=(note(f"SGLang logged: the profiled value {profiled} (max_total_tokens)"),),
+    )
 
 
 def stall_after(baseline: StartupRecord | None, policy: Policy) -> float:

@@ -195,7 +195,7 @@ def test_the_failure_reason_is_the_exception_the_traceback_ends_with(
     }
 
 
-def test_a_negative_profiled_pool_is_a_fact(
+def test_a_negative_profiled_pool_is_a_fact_and_a_finding(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     s = StartupScript(unit="sglang-qwen.service", start="2026-02-11 06:44:50")
@@ -211,3 +211,7 @@ def test_a_negative_profiled_pool_is_a_fact(
     assert code == 0, err
     (startup,) = json.loads(out)["startups"]
     assert startup["facts"]["profiled_max_total_tokens"] == -89624
+    assert startup["outcome"] == "starting"  # judged before the start fails or limps on
+    assert [(f["check"], f["severity"], f["current"]) for f in startup["findings"]] == [
+        ("kv_pool_negative", "critical", -89624)
+    ]
