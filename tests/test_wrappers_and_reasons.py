@@ -40,6 +40,7 @@ WRAPPERS = [
     "(SGLangEngine pid=206831) ",  # Ray actor
     "(SGLangEngine pid=111711, ip=10.15.36.1) ",
     "sglang-1  | ",  # docker compose
+    "2025-03-07 23:50:27,531 - __main__ - INFO - ",  # another Python logger (olmocr)
     "2026-09-23T08:24:42.655136271Z (SGLangEngine pid=206831) ",  # two of them
 ]
 UNWRAPPED = [

@@ -55,11 +55,14 @@ DECORATION_WORDS: Final = ("DEBUG ", "INFO ", "WARNING ", "ERROR ", "CRITICAL ")
 # What other tools put before an SGLang line (docs/architecture.md, "Wrappers"), one per match:
 # - an RFC 3339 time, as `docker logs -t` and `kubectl logs --timestamps` print it, with the
 #   CRI log format's `stdout F ` / `stderr P ` after it (a node's /var/log/pods files);
+# - another Python logger the line was passed through, `%(asctime)s - %(name)s - %(levelname)s - `
+#   (`2025-03-07 23:50:27,531 - __main__ - INFO - `, olmocr's server runner);
 # - Docker Desktop's local time (`2025-02-17 05:27:25 `; Python's own `%(asctime)s` has a comma);
 # - a Ray actor's `(SGLangEngine pid=206831) ` or `(Name pid=1, ip=10.0.0.1) `;
 # - docker compose's `service-1  | `.
 _WRAPPER_RE: Final = re.compile(
     r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:?\d\d) (?:(?:stdout|stderr) [FP] )?"
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - [\w.<>-]{1,64} - (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - "
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,9})? "
     r"|\((?:[\w.:-]{1,64} )?pid=\d{1,10}(?:, ip=[\w.:-]{1,64})?\) "
     r"|[\w.-]{1,64} +\| )",
