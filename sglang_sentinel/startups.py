@@ -63,7 +63,7 @@ _RESULT_RE = re.compile(r"Failed with result '([^']+)'")
 _TRACEBACK_HEAD = "Traceback (most recent call last):"
 # Failure reasons that say a start died but not of what (the traceback head, the main process's
 # SIGQUIT line, a dead scheduler, a failed warmup): the exception line of the scheduler's
-# traceback names the error, so it takes their place (see _Builder.reason_refinable).
+# traceback names the error, so it takes their place (see _Builder.reason_kind).
 _GENERIC_REASON_RE = re.compile(
     r"(?:(?:[A-Za-z_]\w*\.)*[A-Z]\w*Error: )?(?:Received sigquit from a child process"
     r"|SIGQUIT received from a failing child|Initialization failed\."
@@ -118,8 +118,8 @@ class _Builder:
     # exception line after it replaces it), "exception" (an exception line: a rule's own reason,
     # such as `Capture cuda graph failed: ...`, still replaces it) or "" (a rule's reason). And
     # the last exception line seen, for a generic reason that comes right after it (a cut
-    # traceback, or the main process's line written before the scheduler's last one). In memory
-    # only: after a restart the stored reason simply stays.
+    # traceback, or the main process's line written before the scheduler's last one). Not
+    # stored: a restored builder with a generic reason is "generic" again (from_json).
     reason_kind: str = ""
     last_exception: str | None = None
     # Batch lines not converted yet: BatchMatch -> its newest raw line, oldest first. Lines of
@@ -197,6 +197,9 @@ class _Builder:
             start_mono=_mono_of(d.get("start_mono")),
             ready_mono=_mono_of(d.get("ready_mono")),
             clock_notes=[evidence_from_json(n) for n in d.get("clock_notes", ())],
+            reason_kind=(
+                "generic" if d["failure_reason"] and _names_no_error(d["failure_reason"]) else ""
+            ),
         )
 
     def snapshot(self) -> StartupRecord:

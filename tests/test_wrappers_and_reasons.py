@@ -216,3 +216,14 @@ def test_a_negative_profiled_pool_is_a_fact_and_a_finding(
     assert [(f["check"], f["severity"], f["current"]) for f in startup["findings"]] == [
         ("kv_pool_negative", "critical", -89624)
     ]
+
+
+def test_a_restored_startup_with_a_generic_reason_still_takes_the_exception() -> None:
+    """The reason's kind is not stored; a builder restored after a restart derives it again."""
+    from sglang_sentinel.startups import _Builder
+
+    head = "Scheduler hit an exception: Traceback (most recent call last):"
+    for reason, kind in ((head, "generic"), ("Not enough memory", ""), (None, "")):
+        b = _Builder(unit="u.service", invocation_id="ab" * 16, started_at=1.0)
+        b.failure_reason = reason
+        assert _Builder.from_json(b.to_json()).reason_kind == kind
