@@ -28,7 +28,7 @@ from .errors import ConfigError, JournalError, NoDataError, RuleError, SentinelE
 from .evidence import render_evidence
 from .logs import Logger, configure_logging, print_error
 from .model import SEVERITY_ORDER, Comparison, StartupRecord
-from .pipeline import Pipeline, evaluate, load_rules_and_policy, source_key
+from .pipeline import Pipeline, evaluate, load_rules_and_policy
 from .report import render_diff, render_report, render_startups, scan_json, startup_json
 from .rules.files import check_rules, default_rules_dir
 from .state import DB_NAME, StateStore, broken_database
@@ -263,7 +263,9 @@ def cmd_scan(args: argparse.Namespace) -> int:
     source = _source(config)
     source.open(follow=False)  # one pass: no inotify watch
     store = StateStore(config.state_dir)
-    pipeline = Pipeline(source, rules, policy, store, source_key=source_key(config))
+    # A scan keeps no cursor and no resume state: it never resumes, and a daemon sharing the
+    # state must not find its own position moved or its open startups closed by it.
+    pipeline = Pipeline(source, rules, policy, store, source_key=None)
     if since is not None:
         source.seek_realtime(since)
     else:
