@@ -167,6 +167,14 @@ REASONS: dict[str, tuple[list[str], str | None]] = {
         ],
         None,
     ),
+    "earlier-exception-is-not-blamed": (
+        [
+            "RuntimeError: Could not load libtorchcodec.",
+            "[2026-03-05 10:23:30 TP0] Load weight begin. avail mem=78.50 GB",
+            "[2026-03-05 10:24:01] Rank 0 scheduler died during initialization (exit code: -9)",
+        ],
+        "Rank 0 scheduler died during initialization (exit code: -9)",
+    ),
     "ray-wrapped": (
         [
             "(SGLangEngine pid=206831) " + HEAD,
