@@ -12,19 +12,17 @@ import types
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from .compare import Policy, compare, load_policy
-from .config.schema import Config
+from .compare import Policy, decode_settings, evaluate, load_policy
+from .config import Config
 from .errors import StateError
 from .logs import Logger
 from .model import Comparison, RuntimeView, SourceItem, StartupRecord, Stats
-from .rules.files import default_rules_dir, load_rules
-from .rules.ruleset import RuleSet
-from .runtime_checks import decode_settings
+from .rules import MemoMatcher, RuleSet, default_rules_dir, load_rules
 from .state import StateStore
 
 if TYPE_CHECKING:
-    from .journal import JournalSource
-    from .rules.matcher import Matcher
+    from .rules import Matcher
+    from .sources import JournalSource
 
 log = Logger("sglang_sentinel")
 
@@ -65,23 +63,6 @@ class CommitFailed(StateError):
     its records stay pending, so committing again later stores them with their cursor."""
 
 
-def evaluate(
-    store: StateStore, record: StartupRecord, policy: Policy, now: float | None = None
-) -> Comparison:
-    """Compare `record` with its unit's pinned baseline, else the previous ready startup.
-
-    `now` (unix seconds) lets a startup still starting be judged stalled; stored comparisons are
-    made without it, since a stall is a matter of the time it is looked at.
-    """
-    pinned_id = store.baseline_id(record.unit)
-    if pinned_id is not None:
-        pinned = store.startup(pinned_id)
-        if pinned is not None:
-            return compare(record, pinned, "pinned", policy, now)
-    previous = store.previous_ready(record)
-    return compare(record, previous, "previous" if previous else None, policy, now)
-
-
 class Pipeline:
     """Reads what the journal has now, aggregates it, and commits it with the cursor."""
 
@@ -107,8 +88,8 @@ class Pipeline:
         # neither: it never resumes, and must not move a daemon's).
         self.source_key = source_key
         self.stats = stats if stats is not None else Stats()
-        # Imported here: `check`, `report` and the rest use this module only for evaluate().
-        from .rules.matcher import MemoMatcher
+        # Imported here: the commands that only read the state import this module for
+        # load_rules_and_policy alone and never load the tracker.
         from .startups import StartupTracker
 
         # The rules behind the matcher seam (rules/matcher.py): memoised unless one is given.
@@ -133,8 +114,6 @@ class Pipeline:
 
     def set_rules(self, rules: RuleSet) -> None:
         self.rules = rules
-        from .rules.matcher import MemoMatcher
-
         self.tracker.matcher = MemoMatcher(rules)
 
     def resume(
