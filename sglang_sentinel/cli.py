@@ -33,11 +33,12 @@ from .rules import check_rules, default_rules_dir
 from .state import DB_NAME, StateStore, broken_database
 
 if TYPE_CHECKING:
-    from .sources import JournalSource
+    from .sources import Source
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_PENDING = 0, 1, 2, 3, 4
 # `check --wait`: how often the state is re-read while the latest startup is still starting.
 WAIT_POLL_S = 0.5
+STARTUPS_PAGE = 50  # `sentinel startups` shows this many by default (--limit, --before)
 log = Logger("sglang_sentinel")
 
 
@@ -60,15 +61,29 @@ def _common(p: argparse.ArgumentParser, *, units: bool = True) -> None:
             action="append",
             dest="units",
             metavar="UNIT",
-            help="unit to look at (docker:NAME for a container); repeatable "
-            "(default: the configured units and containers)",
+            help="unit to look at (docker:NAME for a container, k8s:NS/WORKLOAD[/CONTAINER] "
+            "for pods); repeatable (default: the configured units, containers and pods)",
         )
         p.add_argument(
             "--container",
             action="append",
             dest="containers",
             metavar="NAME",
-            help="Docker container (journald log driver) to look at, by name; repeatable",
+            help="Docker container to look at, by name (json-file or journald log driver); "
+            "repeatable",
+        )
+        p.add_argument(
+            "--pod",
+            action="append",
+            dest="pods",
+            metavar="NS/WORKLOAD[/CONTAINER]",
+            help="Kubernetes pods to look at, by namespace and workload; repeatable",
+        )
+        p.add_argument(
+            "--docker-root", type=Path, help="Docker's root directory (default /var/lib/docker)"
+        )
+        p.add_argument(
+            "--pod-logs", type=Path, help="the kubelet's pod log directory (default /var/log/pods)"
         )
 
 
@@ -97,6 +112,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("startups", help="list recorded startups")
     _common(p)
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--limit",
+        type=_count,
+        default=STARTUPS_PAGE,
+        metavar="N",
+        help=f"the newest N startups (default {STARTUPS_PAGE}; 0 = all)",
+    )
+    p.add_argument(
+        "--before",
+        metavar="STARTUP",
+        help="only startups recorded before STARTUP (invocation-id prefix): the next page",
+    )
 
     p = sub.add_parser("baseline", help="show, pin or unpin the baseline startup")
     _common(p)
@@ -185,10 +212,18 @@ def _load(args: argparse.Namespace) -> Config:
     overrides: dict[str, Any] = {}
     if getattr(args, "state_dir", None):
         overrides["state_dir"] = args.state_dir
-    # --unit and --container together replace the configured selection.
-    if getattr(args, "units", None) or getattr(args, "containers", None):
-        overrides["units"] = list(args.units or [])
+    # --unit, --container and --pod together replace the configured selection (a k8s: unit
+    # is a pod selector).
+    units = list(getattr(args, "units", None) or [])
+    pods = list(getattr(args, "pods", None) or [])
+    if units or getattr(args, "containers", None) or pods:
+        overrides["units"] = [u for u in units if not u.startswith("k8s:")]
         overrides["containers"] = list(args.containers or [])
+        overrides["kubernetes.pods"] = pods + [u for u in units if u.startswith("k8s:")]
+    if getattr(args, "docker_root", None):
+        overrides["docker_root"] = str(args.docker_root)
+    if getattr(args, "pod_logs", None):
+        overrides["kubernetes.pod_logs"] = str(args.pod_logs)
     if getattr(args, "journal_dir", None):
         overrides["journal.directory"] = str(args.journal_dir)
     if getattr(args, "journal_files", None):
@@ -202,15 +237,10 @@ def _policy(config: Config) -> Policy:
     return load_rules_and_policy(config)[1]
 
 
-def _source(config: Config) -> JournalSource:
-    from .sources import JournalSource
+def _source(config: Config) -> Source:
+    from .pipeline import build_source  # systemd.journal and its readers: only scan and run read
 
-    return JournalSource(
-        config.targets,
-        directory=config.journal.directory,
-        files=config.journal.files,
-        docker_units=config.docker_units,
-    )
+    return build_source(config)
 
 
 def _emit_json(doc: Any) -> None:
@@ -264,7 +294,14 @@ def cmd_scan(args: argparse.Namespace) -> int:
     store = StateStore(config.state_dir)
     # A scan keeps no cursor and no resume state: it never resumes, and a daemon sharing the
     # state must not find its own position moved or its open startups closed by it.
-    pipeline = Pipeline(source, rules, policy, store, source_key=None)
+    pipeline = Pipeline(
+        source,
+        rules,
+        policy,
+        store,
+        source_key=None,
+        startups_kept=config.startups_kept_per_unit,
+    )
     if since is not None:
         source.seek_realtime(since)
     else:
@@ -278,12 +315,16 @@ def cmd_scan(args: argparse.Namespace) -> int:
         if n == 0:
             break
     source.close()
-    # Re-evaluate after the whole pass so every startup is compared with its final baseline.
+    # Re-evaluate after the whole pass so every startup is compared with its final baseline;
+    # judged at this moment as `check` judges them, so a startup still starting past its time
+    # is stalled here too, not "pending".
     comparisons = []
+    now = time.time()
     for inv in seen:
         record = store.startup(inv)
         if record is not None:
-            comparisons.append(evaluate(store, record, policy))
+            comparisons.append(evaluate(store, record, policy, now=now))
+    store.close()  # a writer's close leaves no -wal/-shm for the readers after it (state.py)
     log.info("scan_finished", entries=pipeline.stats.entries_read, startups=len(comparisons))
     if args.json:
         _emit_json(scan_json(comparisons))
@@ -295,13 +336,30 @@ def cmd_scan(args: argparse.Namespace) -> int:
 def cmd_startups(args: argparse.Namespace) -> int:
     config = _load(args)
     store = StateStore(config.state_dir, readonly=True)
-    records = store.startups(config.targets)
+    before = store.find_startup(args.before, config.targets) if args.before else None
+    # One page, newest last: reading and comparing the whole history would take minutes.
+    records = store.startups(
+        config.targets,
+        limit=args.limit or None,
+        before=before.invocation_id if before else None,
+    )
+    older = bool(records) and bool(
+        args.limit and store.startups(config.targets, limit=1, before=records[0].invocation_id)
+    )
+    next_before = records[0].invocation_id if older else None
     baselines = {u: i for u, (i, _) in store.baselines().items()}
     if args.json:
         policy = _policy(config)
-        _emit_json({"startups": [startup_json(evaluate(store, r, policy)) for r in records]})
+        _emit_json(
+            {
+                "startups": [startup_json(evaluate(store, r, policy)) for r in records],
+                "next_before": next_before,
+            }
+        )
     else:
         print(render_startups(records, baselines))
+        if next_before is not None:
+            print(f"(older startups: sentinel startups --before {next_before[:12]})")
     return EXIT_OK
 
 
@@ -320,6 +378,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
         return _baseline_import(store, units[0], args.import_file, config.gpu or "", args.force)
     if args.unpin:
         removed = store.unpin(units[0])
+        store.close()
         print(
             f"{units[0]}: baseline unpinned" if removed else f"{units[0]}: no baseline was pinned"
         )
@@ -338,6 +397,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
                 f"startup {record.invocation_id[:8]} is {record.outcome}; pin a ready startup"
             )
         store.pin(record.unit, record.invocation_id)
+        store.close()
         log.info("baseline_pinned", unit=record.unit, invocation=record.invocation_id[:8])
         print(f"{record.unit}: pinned startup {record.invocation_id[:8]} as baseline")
         return EXIT_OK
@@ -393,6 +453,7 @@ def _baseline_import(store: StateStore, unit: str, path: Path, gpu: str, force: 
     with store.transaction():
         store.save_startup(file.record, None)
     store.pin(unit, file.record.invocation_id)
+    store.close()
     log.info("baseline_imported", unit=unit, sha256=file.sha256, forced=bool(problems))
     note = f" despite: {'; '.join(problems)}" if problems else ""
     print(f"{unit}: pinned imported baseline sha256 {file.sha256}{note}")
@@ -437,6 +498,12 @@ def _seconds(text: str) -> float:
     if not 0 <= value <= 86400 * 7:
         raise argparse.ArgumentTypeError(f"{text!r}: give 0 to 604800 seconds")
     return value
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (0 = all)")
+    return int(text)
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -16,13 +16,21 @@ from .compare import Policy, decode_settings, evaluate, load_policy
 from .config import Config
 from .errors import StateError
 from .logs import Logger
-from .model import Comparison, RuntimeView, SourceItem, StartupRecord, Stats
+from .model import (
+    DOCKER_PREFIX,
+    Comparison,
+    RuntimeView,
+    SourceItem,
+    StartupRecord,
+    Stats,
+    parse_selector,
+)
 from .rules import MemoMatcher, RuleSet, default_rules_dir, load_rules
 from .state import StateStore
 
 if TYPE_CHECKING:
     from .rules import Matcher
-    from .sources import JournalSource
+    from .sources import Source
 
 log = Logger("sglang_sentinel")
 
@@ -32,6 +40,37 @@ def load_rules_and_policy(config: Config) -> tuple[RuleSet, Policy]:
     rules = load_rules([default_rules_dir(), *config.rules.dirs])
     policy = load_policy(config.rules.policy, dict(config.policy) or None)
     return rules, policy
+
+
+def build_source(config: Config) -> Source:
+    """The source for `config`'s targets: the journal for units and journald-driver containers,
+    the log files for json-file containers (when `docker_root` has a containers directory: a
+    host without Docker has none) and pods; both at once when both are named. A configuration
+    with the journal only gets the JournalSource as before."""
+    from .sources import CombinedSource, DockerLayout, FileSource, JournalSource, Layout, PodLayout
+
+    layouts: list[Layout] = []
+    if config.containers and (config.docker_root / "containers").is_dir():
+        layouts.append(DockerLayout(config.docker_root, config.containers))
+    if config.kubernetes.pods:
+        selectors = [parse_selector(p) for p in config.kubernetes.pods]
+        layouts.append(PodLayout(config.kubernetes.pod_logs, selectors))
+    journal_targets = config.units + tuple(DOCKER_PREFIX + c for c in config.containers)
+    journal = None
+    if journal_targets:
+        journal = JournalSource(
+            journal_targets,
+            directory=config.journal.directory,
+            files=config.journal.files,
+            docker_units=config.docker_units,
+        )
+    files = FileSource(layouts) if layouts else None
+    if journal is not None and files is not None:
+        return CombinedSource(journal, files)
+    if files is not None:
+        return files
+    assert journal is not None  # the config names at least one target
+    return journal
 
 
 def source_key(config: Config) -> str:
@@ -68,7 +107,7 @@ class Pipeline:
 
     def __init__(
         self,
-        source: JournalSource,
+        source: Source,
         rules: RuleSet,
         policy: Policy,
         store: StateStore,
@@ -76,6 +115,7 @@ class Pipeline:
         source_key: str | None,
         stats: Stats | None = None,
         checkpoint_interval: float = 0.0,
+        startups_kept: int | None = None,
         matcher: Matcher | None = None,
         evaluator: Evaluate = evaluate,
         clock: Callable[[], float] = time.monotonic,
@@ -105,6 +145,10 @@ class Pipeline:
         # A cursor move with no record change is committed at most this often (seconds);
         # replaying those entries after a crash changes nothing, so delaying them is safe.
         self.checkpoint_interval = checkpoint_interval
+        # Retention: each unit's stored startups beyond this many are pruned in the commit that
+        # stores a new one (None: keep all). See StateStore.prune for what is always kept.
+        self.startups_kept = startups_kept
+        self._grown: set[str] = set()  # units with a new startup in the commit under way
         self._last_checkpoint = 0.0
         # invocation id -> latest batch-line values as of the last successful commit (never
         # persisted; read-only, replaced whole by each commit).
@@ -139,7 +183,7 @@ class Pipeline:
         self.tracker.restore(self.store.open_builders(key))
         cursor = self.store.cursor(key)
         oldest = time.time() - max_age_seconds if max_age_seconds is not None else None
-        if cursor is not None and oldest is not None and _cursor_time(cursor) < oldest:
+        if cursor is not None and oldest is not None and self._cursor_time(cursor) < oldest:
             self._count_cursor_reset("saved cursor is older than max_replay_age_seconds")
             cursor = None
         # The startups stored that this reader holds no resume state of and that began before
@@ -147,7 +191,7 @@ class Pipeline:
         # as it would be without the restart; read again from before the cursor, it is
         # recorded already (re-deriving it from the lines in reach would overwrite the record
         # with a partial one). Those that began after it, this reader reads from their start.
-        start = _cursor_time(cursor) if cursor is not None else oldest
+        start = self._cursor_time(cursor) if cursor is not None else oldest
         closed = self.store.closed_invocations(key, self.source.units, CLOSED_KEPT, start)
         self.tracker.close(closed, reread=cursor is None)
         if cursor is None:
@@ -160,6 +204,11 @@ class Pipeline:
             return
         if not self.source.seek_cursor(cursor):
             self._count_cursor_reset("saved cursor's entry is gone; continuing after it")
+
+    def _cursor_time(self, cursor: str) -> float:
+        """The time a saved cursor is at: a file source's (JSON) or the journal's `t=`."""
+        cursor_time = getattr(self.source, "cursor_time", None)
+        return float(cursor_time(cursor)) if callable(cursor_time) else _cursor_time(cursor)
 
     def _count_cursor_reset(self, reason: str) -> None:
         self.stats.cursor_resets += 1
@@ -249,6 +298,7 @@ class Pipeline:
             return []
         comparisons: list[Comparison] = []
         recorded = 0
+        self._grown = set()
         try:
             with self.store.transaction():
                 for inv in dirty:
@@ -263,6 +313,9 @@ class Pipeline:
                     # Only each unit's newest startup can still change; older ones need no
                     # resume state.
                     self.store.clear_builders(key, self._open_ids())
+                if self.startups_kept is not None:
+                    for unit in sorted(self._grown):
+                        self.store.prune(unit, self.startups_kept)
                 if cursor is not None and key is not None:
                     self.store.save_cursor(key, cursor)
         except (sqlite3.Error, OSError) as exc:
@@ -293,11 +346,20 @@ class Pipeline:
             try:
                 record, builder = self.tracker.saved_form(inv)
                 stage = "state"
+                if store.is_pruned(inv):
+                    return None  # read again after retention pruned it: stays pruned
                 new = store.save_startup(record, builder, self.source_key)
                 if new is None:
                     # The stored record is stronger (read from more of the startup's lines)
                     # and stays; it is what is compared and announced.
                     record = store.startup(inv) or record
+                elif new and self.startups_kept is not None:
+                    # Pruned as each new one is stored, so the pages it frees hold the next
+                    # (a scan commits thousands at once: pruning at the end would grow the file
+                    # to all of them first); and once more at the end (commit), when the
+                    # startups that closed in this commit have no resume state left.
+                    store.prune(record.unit, self.startups_kept)
+                    self._grown.add(record.unit)
                 stage = "compare"
                 comparison = self.evaluator(store, record, self.policy)
             except (sqlite3.OperationalError, OSError):
@@ -316,6 +378,8 @@ class Pipeline:
             try:
                 record, builder = self.tracker.saved_form(inv)
                 stage = "state"
+                if self.store.is_pruned(inv):
+                    return
                 self.store.save_startup(record, builder, self.source_key)
             except (sqlite3.OperationalError, OSError):
                 raise

@@ -22,17 +22,20 @@ from sglang_sentinel.config.schema import (
     LABEL_NAME,
     LOG_FORMATS,
     LOG_LEVELS,
+    STARTUPS_KEPT_MIN,
     STATE_DIR_ENV,
     AlertmanagerConfig,
     Config,
     InvalidValue,
     JournalConfig,
+    KubernetesConfig,
     LogConfig,
     LogFormat,
     LogLevel,
     RulesConfig,
     choice,
     container_name,
+    count,
     describe_value,
     duration,
     format_number,
@@ -40,11 +43,12 @@ from sglang_sentinel.config.schema import (
     known_keys,
     label_string,
     listen_address,
+    pod_selector,
     unit_name,
 )
 from sglang_sentinel.errors import ConfigError
 from sglang_sentinel.model import DOCKER_PREFIX
-from sglang_sentinel.yamlfile import YamlError, load_yaml
+from sglang_sentinel.yamlfile import FileTooLarge, YamlError, load_yaml, read_text
 
 # load_config reads it at call time, so a test may point it elsewhere.
 DEFAULT_CONFIG_PATH: Final = Path("/etc/sglang-sentinel/config.yaml")
@@ -157,6 +161,9 @@ class _Checker:
     def containers(self, value: Any, path: str) -> tuple[str, ...]:
         return self.items(value, path, container_name)
 
+    def pods(self, value: Any, path: str) -> tuple[str, ...]:
+        return self.items(value, path, pod_selector)
+
     def docker_units(self, value: Any, path: str) -> tuple[str, ...]:
         def engine_unit(item: Any, where: str) -> str:
             name = unit_name(item, where)
@@ -217,13 +224,21 @@ class _Checker:
         d = Config()
         seen = len(self.problems)
         containers = self.take(top, "containers", "", d.containers, self.containers)
-        # Containers alone watch no unit: the default unit applies only when neither is set.
-        default_units = () if containers and "units" not in top else d.units
+        docker_root = self.take(top, "docker_root", "", d.docker_root, self.path)
+        kube = self.section(top.get("kubernetes"), "kubernetes")
+        kubernetes = KubernetesConfig(
+            pod_logs=self.take(kube, "pod_logs", "kubernetes", d.kubernetes.pod_logs, self.path),
+            pods=self.take(kube, "pods", "kubernetes", d.kubernetes.pods, self.pods),
+        )
+        # Containers or pods alone watch no unit: the default unit applies only when none is set.
+        others = containers or kubernetes.pods
+        default_units = () if others and "units" not in top else d.units
         units = self.take(top, "units", "", default_units, self.units)
         docker_units = self.take(top, "docker_units", "", d.docker_units, self.docker_units)
-        if not units and not containers and len(self.problems) == seen:
+        if not units and not others and len(self.problems) == seen:
             self.problem(
-                "units", "at least one unit or container is needed, e.g. [sglang-qwen.service]"
+                "units",
+                "at least one unit, container or pod is needed, e.g. [sglang-qwen.service]",
             )
 
         gpu = self.take(top, "gpu", "", d.gpu, label_string)
@@ -259,10 +274,19 @@ class _Checker:
         max_replay_age = self.take(
             top, "max_replay_age_seconds", "", d.max_replay_age_seconds, duration(0)
         )
+        kept = self.take(
+            top,
+            "startups_kept_per_unit",
+            "",
+            d.startups_kept_per_unit,
+            count(STARTUPS_KEPT_MIN, 10_000_000),
+        )
         return Config(
             units=units,
             containers=containers,
             docker_units=docker_units,
+            docker_root=docker_root,
+            kubernetes=kubernetes,
             gpu=gpu,
             journal=JournalConfig(directory=directory, files=files),
             state_dir=state_dir,
@@ -273,6 +297,7 @@ class _Checker:
             alertmanager=alertmanager,
             checkpoint_interval_seconds=checkpoint,
             max_replay_age_seconds=max_replay_age,
+            startups_kept_per_unit=kept,
         )
 
     def _alertmanager(self, am: Mapping[Any, Any], d: AlertmanagerConfig) -> AlertmanagerConfig:
@@ -313,7 +338,10 @@ class _Checker:
 
 def _read_file(path: Path, *, must_exist: bool, problems: list[str]) -> dict[Any, Any]:
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = read_text(path)
+    except FileTooLarge as exc:
+        problems.append(f"{path}: {exc}")
+        return {}
     except FileNotFoundError:
         if must_exist:
             problems.append(f"config file {path} not found")

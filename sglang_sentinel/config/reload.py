@@ -21,6 +21,9 @@ ON_RELOAD: Final[Mapping[str, OnReload]] = {
     "units": "restart",  # the journal matches are installed when the journal is opened
     "containers": "restart",
     "docker_units": "restart",  # read when the journal is opened
+    "docker_root": "restart",  # the file layouts are set up when reading starts
+    "kubernetes.pod_logs": "restart",
+    "kubernetes.pods": "restart",
     "gpu": "applied",  # read by the collector at every scrape
     "journal.directory": "restart",  # the journal is opened once
     "journal.files": "restart",
@@ -44,6 +47,7 @@ ON_RELOAD: Final[Mapping[str, OnReload]] = {
     "checkpoint_interval_seconds": "applied",  # read by the pipeline at every commit
     # Where reading starts when the daemon starts; a running daemon reads on from where it is.
     "max_replay_age_seconds": "restart",
+    "startups_kept_per_unit": "applied",  # read by the pipeline at every commit
 }
 
 
