@@ -221,9 +221,9 @@ def test_a_negative_profiled_pool_is_a_fact_and_a_finding(
     (startup,) = json.loads(out)["startups"]
     assert startup["facts"]["profiled_max_total_tokens"] == -89624
     assert startup["outcome"] == "starting"  # judged before the start fails or limps on
-    assert [(f["check"], f["severity"], f["current"]) for f in startup["findings"]] == [
-        ("kv_pool_negative", "critical", -89624)
-    ]
+    findings = {f["check"]: (f["severity"], f["current"]) for f in startup["findings"]}
+    assert findings["kv_pool_negative"] == ("critical", -89624)
+    assert set(findings) <= {"kv_pool_negative", "startup_stalled"}  # a 2026-02 start, still open
 
 
 def test_a_restored_startup_with_a_generic_reason_still_takes_the_exception() -> None:
