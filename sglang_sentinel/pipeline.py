@@ -12,11 +12,11 @@ import types
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from .compare import Policy, decode_settings, evaluate, load_policy
+from .compare import Evaluate, Policy, decode_settings, evaluate, load_policy
 from .config import Config
 from .errors import StateError
 from .logs import Logger
-from .model import Comparison, RuntimeView, SourceItem, StartupRecord, Stats
+from .model import Comparison, RuntimeView, SourceItem, Stats
 from .rules import MemoMatcher, RuleSet, default_rules_dir, load_rules
 from .state import StateStore
 
@@ -46,8 +46,6 @@ def source_key(config: Config) -> str:
 # How long the cursor may stay before a split server_args line whose continuation has not come
 # (journald writes a split line's entries together, so this is only reached when it never ends).
 SPLIT_HOLD_SECONDS = 5.0
-
-Evaluate = Callable[["StateStore", StartupRecord, Policy], Comparison]
 
 
 class CommitFailed(StateError):

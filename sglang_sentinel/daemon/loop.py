@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from systemd import daemon as sd
 
 from .. import __version__
-from ..compare import Policy, collect_status, evaluate, stall_after
+from ..compare import Policy, UnitStatus, stall_after, unit_status
 from ..config import Config, plan_reload
 from ..errors import ConfigError, JournalError, RuleError, SentinelError, StateError
 from ..logs import Logger, configure_logging
@@ -34,7 +34,7 @@ from ..sources import JournalSource
 from ..state import StateStore
 from .alerts import AlertPusher, default_instance
 from .http import BoundedWSGIServer, make_metrics_server
-from .metrics import SentinelCollector, UnitView
+from .metrics import SentinelCollector
 
 log = Logger("sglang_sentinel")
 
@@ -88,7 +88,7 @@ def _landing(app: Callable[..., Any], page: Callable[[], str]) -> Callable[..., 
 class _Snapshot:
     """Per-unit views of the committed state, replaced whole after each commit."""
 
-    views: tuple[UnitView, ...] = ()
+    views: tuple[UnitStatus, ...] = ()
     pinned: frozenset[str] = frozenset()
 
 
@@ -225,7 +225,7 @@ class Daemon:
 
     # -- what the exporter and alerts see ---------------------------------------------------------
 
-    def views(self) -> tuple[UnitView, ...]:
+    def views(self) -> tuple[UnitStatus, ...]:
         """What the exporter, the status line and the alerts show: the last published snapshot.
 
         Scrapes run on the HTTP thread; they read this immutable snapshot and never the SQLite
@@ -236,36 +236,20 @@ class Daemon:
 
     def publish(self) -> None:
         """Rebuild the snapshot from committed state (loop thread only, after a commit)."""
+        statuses = unit_status(
+            self.store,
+            self.config.targets,
+            self.policy,
+            now=self._clock(),
+            history=0,
+            evaluator=self.pipeline.evaluator,
+            on_error=self._view_failed,  # one unit's fault never empties /metrics
+        )
         views = []
-        for unit in self.config.targets:
-            latest = self.store.latest(unit)
-            decided = (
-                latest
-                if latest and latest.outcome != "starting"
-                else self.store.latest(unit, decided=True)
-            )
-            comparison = None
-            starting = None
-            try:
-                if decided is not None:
-                    comparison = self.pipeline.evaluator(self.store, decided, self.policy)
-                if latest is not None and latest.outcome == "starting":
-                    starting = evaluate(self.store, latest, self.policy, now=self._clock())
-            except Exception as exc:  # one unit's fault never empties /metrics
-                self._view_failed(unit, exc)
-            runtime = (
-                self.pipeline.runtime.get(comparison.record.invocation_id) if comparison else None
-            )
-            views.append(
-                UnitView(
-                    unit=unit,
-                    comparison=comparison,
-                    in_progress=starting is not None,
-                    outcome_counts=self.store.outcome_counts(unit),
-                    starting=starting,
-                    runtime=runtime.facts if runtime is not None else {},
-                )
-            )
+        for status in statuses:
+            c = status.comparison
+            runtime = self.pipeline.runtime.get(c.record.invocation_id) if c else None
+            views.append(dataclasses.replace(status, runtime=runtime.facts) if runtime else status)
         self._snapshot = _Snapshot(tuple(views), frozenset(self.store.baselines()))
 
     def _view_failed(self, unit: str, exc: Exception) -> None:
@@ -285,9 +269,7 @@ class Daemon:
         with self._page_lock:
             store = StateStore(self.config.state_dir, readonly=True)
             try:
-                statuses = collect_status(
-                    store, self.config.targets, self.policy, now=self._clock()
-                )
+                statuses = unit_status(store, self.config.targets, self.policy, now=self._clock())
             except sqlite3.Error as exc:
                 raise StateError(f"status page: cannot read the state: {exc}") from exc
             finally:
