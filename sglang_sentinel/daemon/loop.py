@@ -166,7 +166,6 @@ class Daemon:
         self._pins: dict[str, str] = {}  # unit -> pinned invocation, to log the CLI's (un)pins
         self._page_lock = threading.Lock()
         # A failed commit: when to retry it, the next wait, and the failures in this episode.
-        self._view_faults: set[tuple[str, str]] = set()
         self._retry_at: float | None = None
         self._retry_wait = RETRY_FIRST_S
         self._failed_commits = 0
@@ -253,13 +252,8 @@ class Daemon:
         self._snapshot = _Snapshot(tuple(views), frozenset(self.store.baselines()))
 
     def _view_failed(self, unit: str, exc: Exception) -> None:
-        key = (unit, type(exc).__name__)
-        if key in self._view_faults:
-            errors = self.stats.processing_errors
-            errors["metrics"] = errors.get("metrics", 0) + 1
-            return  # logged once per unit and kind; every scrape would repeat it
-        self._view_faults.add(key)
-        self.pipeline._failed("metrics", exc, unit=unit)
+        # Counted at every publish, logged once per unit and kind: each one would repeat it.
+        self.pipeline.faults.failed("metrics", exc, once=(unit, type(exc).__name__), unit=unit)
 
     def status_page(self) -> str:
         """The page served at `/`: the same renderer as `sentinel report --html`."""

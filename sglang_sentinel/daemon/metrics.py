@@ -79,12 +79,13 @@ class SentinelCollector(Collector):
         self._clock = clock
         self._gpu = gpu
         self._hashes: dict[str, str] = {}  # baseline invocation id -> content sha256
-        self._lock = threading.Lock()
+        self._hashes_lock = threading.Lock()  # concurrent scrapes share the cache
 
     def collect(self) -> Iterator[Metric]:
-        with self._lock:  # the state connection is shared by scrape threads
-            views = list(self._views())
-            pinned = self._pinned()
+        # What views() and the pins return is the daemon's published snapshot, replaced whole and
+        # never changed: no lock, and never the SQLite connection the loop writes through.
+        views = list(self._views())
+        pinned = self._pinned()
         yield from self._startup_metrics(views, pinned)
         yield from decode_metrics(views)
         yield from self._self_metrics()
@@ -228,12 +229,13 @@ class SentinelCollector(Collector):
 
     def _sha256(self, baseline: StartupRecord) -> str:
         # A baseline never changes once recorded ready; hash each one once.
-        sha = self._hashes.get(baseline.invocation_id)
-        if sha is None:
-            if len(self._hashes) > 1000:
-                self._hashes.clear()
-            sha = self._hashes[baseline.invocation_id] = record_sha256(baseline)
-        return sha
+        with self._hashes_lock:
+            sha = self._hashes.get(baseline.invocation_id)
+            if sha is None:
+                if len(self._hashes) > 1000:
+                    self._hashes.clear()
+                sha = self._hashes[baseline.invocation_id] = record_sha256(baseline)
+            return sha
 
     def _self_metrics(self) -> Iterator[Metric]:
         s = self._stats
