@@ -111,7 +111,7 @@ def test_every_queried_metric_is_exported_by_the_collector() -> None:
     doc["panels"][1]["targets"][0]["expr"] = "sglang_sentinel_no_such_metric"
     assert grafana.problems(doc, None) == [
         f"panel {doc['panels'][1]['id']} {doc['panels'][1]['title']!r} A: "
-        "sglang_sentinel_no_such_metric is not exported by the sentinel (metrics.py)"
+        "sglang_sentinel_no_such_metric is not exported by the sentinel (sglang_sentinel/daemon/metrics.py)"
     ]
 
 
