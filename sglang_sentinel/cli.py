@@ -35,7 +35,7 @@ from .outputs import (
     scan_json,
     startup_json,
 )
-from .pipeline import Pipeline, load_rules_and_policy, source_key
+from .pipeline import Pipeline, load_rules_and_policy
 from .rules import check_rules, default_rules_dir
 from .state import DB_NAME, StateStore, broken_database
 
@@ -269,7 +269,9 @@ def cmd_scan(args: argparse.Namespace) -> int:
     source = _source(config)
     source.open(follow=False)  # one pass: no inotify watch
     store = StateStore(config.state_dir)
-    pipeline = Pipeline(source, rules, policy, store, source_key=source_key(config))
+    # A scan keeps no cursor and no resume state: it never resumes, and a daemon sharing the
+    # state must not find its own position moved or its open startups closed by it.
+    pipeline = Pipeline(source, rules, policy, store, source_key=None)
     if since is not None:
         source.seek_realtime(since)
     else:

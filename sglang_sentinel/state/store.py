@@ -27,7 +27,9 @@ from .codec import record_from_json, record_to_json
 # startups) and the startups_total counters (they never go down when an outcome changes).
 # 3: no comparisons table (written on every save, read back only to tell a new startup and
 # what was logged; it went stale once batch lines stopped re-comparing a startup).
-SCHEMA_VERSION = 3
+# 4: resume state by reader (source and target list): the builders table, cursors keyed by the
+# same; startups.builder is no longer written (see _upgrade_to_4).
+SCHEMA_VERSION = 4
 # The oldest schema this code reads as it is (a read-only command on a version 2 database only
 # sees an extra table it ignores); older ones are upgraded first.
 READABLE_SCHEMA = 2
@@ -57,6 +59,13 @@ CREATE TABLE IF NOT EXISTS cursors (
     updated_at REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS builders (
+    owner TEXT NOT NULL,
+    invocation_id TEXT NOT NULL REFERENCES startups (invocation_id),
+    unit TEXT NOT NULL,
+    state TEXT NOT NULL,
+    PRIMARY KEY (owner, invocation_id)
+);
 """
 
 
@@ -240,6 +249,8 @@ class StateStore:
                     self._upgrade_to_2()
                 if int(row[0]) < 3:
                     self._upgrade_to_3()
+                if int(row[0]) < 4:
+                    self._upgrade_to_4()
             self._db.execute("CREATE INDEX IF NOT EXISTS startups_unit_seq ON startups (unit, seq)")
         with contextlib.suppress(OSError):
             os.chmod(self.path, 0o640)
@@ -273,6 +284,23 @@ class StateStore:
         """Version 2 -> 3: drop the comparisons table (nothing reads it any more)."""
         self._db.execute("DROP TABLE IF EXISTS comparisons")
         self._db.execute("UPDATE meta SET value='3' WHERE key='schema_version'")
+
+    def _upgrade_to_4(self) -> None:
+        """Version 3 -> 4: the open startups' resume state moves to the builders table, owned
+        by the reader that saved it. Version 3 kept one cursor per journal source and one
+        builder per startup for whoever read last; they become the source's legacy state,
+        which the first reader of that source to resume takes over (`adopt_legacy`)."""
+        db = self._db
+        sources = [str(r[0]) for r in db.execute("SELECT source FROM cursors")]
+        for source in sources:
+            db.execute(
+                "INSERT OR IGNORE INTO builders (owner, invocation_id, unit, state)"
+                " SELECT ?, invocation_id, unit, builder FROM startups WHERE builder IS NOT NULL",
+                (source,),
+            )
+        # Without a cursor the next reading starts at the beginning and derives them afresh.
+        db.execute("UPDATE startups SET builder=NULL WHERE builder IS NOT NULL")
+        db.execute("UPDATE meta SET value='4' WHERE key='schema_version'")
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -309,9 +337,15 @@ class StateStore:
 
     # -- writing (call inside transaction()) ----------------------------------------------------
 
-    def save_startup(self, record: StartupRecord, builder: str | None) -> bool | None:
+    def save_startup(
+        self, record: StartupRecord, builder: str | None, owner: str | None = None
+    ) -> bool | None:
         """Insert or update one startup: True when it is new, False when it was updated, None
         when the stored record was kept because `record` is weaker (`weaker_than_stored`).
+
+        `builder` is the startup's resume state as `owner` (a reader: journal source and target
+        list, `pipeline.source_key`) read it; it is kept for that owner only, so readers that
+        share a state never resume from each other's (without an owner it is not stored).
 
         A new one is numbered after every stored one (`seq`): the pipeline stores startups in
         journal order, so `seq` is the journal's order and the wall clock (`started_at`) never
@@ -324,38 +358,61 @@ class StateStore:
             "SELECT outcome, started_at, record FROM startups WHERE invocation_id=?",
             (record.invocation_id,),
         ).fetchone()
+        result: bool | None
         if row is not None and weaker_than_stored(record, str(row[0]), float(row[1]), row[2]):
-            return None
-        decided = ("ready", "failed")
-        if record.outcome in decided and (row is None or row[0] not in decided):
-            self.add_counter(f"startups_total:{record.outcome}:{record.unit}")
-        self._db.execute(
-            "INSERT INTO startups"
-            " (invocation_id, unit, started_at, outcome, record, builder, updated_at, seq)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, (SELECT coalesce(max(seq), 0) + 1 FROM startups))"
-            " ON CONFLICT (invocation_id) DO UPDATE SET unit=excluded.unit,"
-            " started_at=excluded.started_at, outcome=excluded.outcome, record=excluded.record,"
-            " builder=excluded.builder, updated_at=excluded.updated_at",
-            (
-                record.invocation_id,
-                record.unit,
-                record.started_at,
-                record.outcome,
-                record_to_json(record),
-                builder,
-                time.time(),
-            ),
-        )
-        return row is None
+            result = None
+        else:
+            decided = ("ready", "failed")
+            if record.outcome in decided and (row is None or row[0] not in decided):
+                self.add_counter(f"startups_total:{record.outcome}:{record.unit}")
+            self._db.execute(
+                "INSERT INTO startups"
+                " (invocation_id, unit, started_at, outcome, record, builder, updated_at, seq)"
+                " VALUES (?, ?, ?, ?, ?, NULL, ?,"
+                " (SELECT coalesce(max(seq), 0) + 1 FROM startups))"
+                " ON CONFLICT (invocation_id) DO UPDATE SET unit=excluded.unit,"
+                " started_at=excluded.started_at, outcome=excluded.outcome,"
+                " record=excluded.record, updated_at=excluded.updated_at",
+                (
+                    record.invocation_id,
+                    record.unit,
+                    record.started_at,
+                    record.outcome,
+                    record_to_json(record),
+                    time.time(),
+                ),
+            )
+            result = row is None
+        if builder is not None and owner is not None:
+            self._db.execute(
+                "INSERT INTO builders (owner, invocation_id, unit, state) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (owner, invocation_id) DO UPDATE SET state=excluded.state",
+                (owner, record.invocation_id, record.unit, builder),
+            )
+        return result
 
-    def clear_builders(self, keep: Iterable[str]) -> None:
-        """Drop resumable state of startups that can no longer change."""
+    def clear_builders(self, owner: str, keep: Iterable[str]) -> None:
+        """Drop `owner`'s resume state of startups that can no longer change (another reader's
+        stays: it is that reader's to clear)."""
         keep = list(keep)
         marks = ",".join("?" * len(keep))
         self._db.execute(
-            f"UPDATE startups SET builder=NULL WHERE builder IS NOT NULL AND invocation_id NOT IN ({marks})",
-            keep,
+            f"DELETE FROM builders WHERE owner=? AND invocation_id NOT IN ({marks})",
+            [owner, *keep],
         )
+
+    def adopt_legacy(self, legacy: str, owner: str) -> bool:
+        """Make the cursor and builders a version-3 state saved under the journal source
+        `legacy` alone `owner`'s (the first reader of that source to resume after the upgrade);
+        True when there was such a cursor."""
+        with self.transaction():
+            if self.cursor(legacy) is None or self.cursor(owner) is not None:
+                return False
+            self._db.execute("UPDATE cursors SET source=? WHERE source=?", (owner, legacy))
+            self._db.execute(
+                "UPDATE OR REPLACE builders SET owner=? WHERE owner=?", (owner, legacy)
+            )
+        return True
 
     def save_cursor(self, source: str, cursor: str) -> None:
         self._db.execute(
@@ -395,18 +452,31 @@ class StateStore:
         row = self._db.execute("SELECT value FROM counters WHERE name=?", (name,)).fetchone()
         return int(row[0]) if row else 0
 
-    def open_builders(self) -> list[str]:
+    def open_builders(self, owner: str) -> list[str]:
+        """`owner`'s resume state of its open startups, in journal order."""
         rows = self._db.execute(
-            "SELECT builder FROM startups WHERE builder IS NOT NULL ORDER BY seq"
+            "SELECT b.state FROM builders b JOIN startups s USING (invocation_id)"
+            " WHERE b.owner=? ORDER BY s.seq",
+            (owner,),
         ).fetchall()
         return [str(r[0]) for r in rows]
 
-    def closed_invocations(self, limit: int) -> list[str]:
-        """The invocation ids of the newest `limit` startups without resumable state (no
-        longer open), oldest first."""
+    def closed_invocations(
+        self, owner: str, units: Iterable[str], limit: int, before: float | None
+    ) -> list[str]:
+        """The newest `limit` startups of `units` that `owner` has no resume state of and that
+        started before `before` (unix seconds; None: none), oldest first: the reading starts
+        after their first line, so their lines must not open them afresh."""
+        if before is None:
+            return []
+        units = list(units)
+        marks = ",".join("?" * len(units))
         rows = self._db.execute(
-            "SELECT invocation_id FROM startups WHERE builder IS NULL ORDER BY seq DESC LIMIT ?",
-            (limit,),
+            f"SELECT invocation_id FROM startups s WHERE unit IN ({marks}) AND started_at < ?"
+            " AND NOT EXISTS (SELECT 1 FROM builders b"
+            " WHERE b.owner=? AND b.invocation_id=s.invocation_id)"
+            " ORDER BY seq DESC LIMIT ?",
+            [*units, before, owner, limit],
         ).fetchall()
         return [str(r[0]) for r in reversed(rows)]
 

@@ -78,7 +78,9 @@ def stored_row(state: Path, inv: str) -> tuple[dict[str, object], dict[str, obje
     db = sqlite3.connect(state / DB_NAME)
     try:
         record, builder = db.execute(
-            "SELECT record, builder FROM startups WHERE invocation_id=?", (inv,)
+            "SELECT record, state FROM startups JOIN builders USING (invocation_id)"
+            " WHERE invocation_id=?",
+            (inv,),
         ).fetchone()
     finally:
         db.close()

@@ -201,8 +201,10 @@ def inject_failures(daemon: Daemon, harness: Harness) -> None:
     seen: set[tuple[str, str]] = set()
     doomed = [False]
 
-    def failing_save_startup(record: StartupRecord, builder: str | None) -> bool | None:
-        new = save_startup(record, builder)
+    def failing_save_startup(
+        record: StartupRecord, builder: str | None, owner: str | None = None
+    ) -> bool | None:
+        new = save_startup(record, builder, owner)
         key = (record.invocation_id, record.outcome)
         if key not in seen:
             seen.add(key)

@@ -15,6 +15,7 @@ from sglang_sentinel.cli import main
 from sglang_sentinel.model import StartupRecord
 from sglang_sentinel.state import DB_NAME, StateStore
 from sglang_sentinel.state.codec import record_to_json
+from sglang_sentinel.state.store import SCHEMA_VERSION
 
 UNIT = "sglang-clock.service"
 
@@ -162,7 +163,9 @@ def test_a_version_1_state_is_upgraded_in_place(tmp_path: Path, readonly: bool) 
     prev = store.previous_ready(latest)
     assert prev is not None and prev.invocation_id == "1" * 32
     db = sqlite3.connect(state / DB_NAME)
-    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("3",)
+    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
+        str(SCHEMA_VERSION),
+    )
     assert db.execute("SELECT name FROM sqlite_master WHERE name='comparisons'").fetchall() == []
     assert db.execute("SELECT seq FROM startups ORDER BY seq").fetchall() == [(1,), (2,), (3,)]
     store.close()

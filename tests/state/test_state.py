@@ -98,6 +98,7 @@ def version_2_state(path: Path) -> None:
         " (invocation_id), baseline_id TEXT, baseline_kind TEXT, findings TEXT NOT NULL);"
         f"INSERT INTO comparisons VALUES ('{'c' * 32}', NULL, NULL, '[]');"
         "UPDATE meta SET value='2' WHERE key='schema_version';"
+        "DROP TABLE builders;"
     )
     db.close()
 
@@ -112,10 +113,10 @@ def schema_of(path: Path) -> tuple[str, list[str]]:
     return version, sorted(tables)
 
 
-def test_a_version_2_state_reads_as_it_is_and_upgrades_to_3_when_written(tmp_path: Path) -> None:
-    """Schema 3 drops the comparisons table: a read-only command reads a version 2 state
-    without touching it; the first writer drops the table and keeps every record."""
-    assert SCHEMA_VERSION == 3
+def test_a_version_2_state_reads_as_it_is_and_upgrades_when_written(tmp_path: Path) -> None:
+    """Schema 3 drops the comparisons table, 4 adds builders: a read-only command reads a
+    version 2 state without touching it; the first writer upgrades it and keeps every record."""
+    assert SCHEMA_VERSION == 4
     version_2_state(tmp_path)
     ro = StateStore(tmp_path, readonly=True)
     got = ro.startup("c" * 32)
@@ -126,7 +127,10 @@ def test_a_version_2_state_reads_as_it_is_and_upgrades_to_3_when_written(tmp_pat
         ["baselines", "comparisons", "counters", "cursors", "meta", "startups"],
     )
     StateStore(tmp_path).close()
-    assert schema_of(tmp_path) == ("3", ["baselines", "counters", "cursors", "meta", "startups"])
+    assert schema_of(tmp_path) == (
+        "4",
+        ["baselines", "builders", "counters", "cursors", "meta", "startups"],
+    )
     again = StateStore(tmp_path, readonly=True)
     got = again.startup("c" * 32)
     assert got is not None and got.facts["max_running_requests"] == 48
