@@ -253,6 +253,17 @@ def parse_since(text: str, now: float | None = None) -> float:
 # -- commands ------------------------------------------------------------------------------------
 
 
+# Entries a scan reads between two looks at what it holds (see cmd_scan).
+SCAN_CHUNK = 50_000
+# Ended startups a scan holds in memory before it commits them and lets them go.
+SCAN_ENDED_HELD = 32
+
+
+def _stored_only(store: StateStore, record: StartupRecord, policy: Policy) -> Comparison:
+    """The scan's commit-time "comparison": none (each startup is compared at the end)."""
+    return Comparison(record=record, baseline=None, baseline_kind=None, findings=())
+
+
 def cmd_scan(args: argparse.Namespace) -> int:
     since = parse_since(args.since) if args.since else None  # a bad --since before any work
     config = _load(args)
@@ -260,17 +271,25 @@ def cmd_scan(args: argparse.Namespace) -> int:
     source = _source(config)
     source.open(follow=False)  # one pass: no inotify watch
     store = StateStore(config.state_dir)
-    pipeline = Pipeline(source, rules, policy, store, source_key=source_key(config))
+    # Every startup is compared once, after the whole pass, with its final baseline; the
+    # commits only store.
+    pipeline = Pipeline(
+        source, rules, policy, store, source_key=source_key(config), evaluator=_stored_only
+    )
     if since is not None:
         source.seek_realtime(since)
     else:
         source.seek_head()
     seen: dict[str, None] = {}
     while True:
-        n = pipeline.process(limit=50_000)
+        n = pipeline.process(limit=SCAN_CHUNK)
+        # A scan resumes from nothing, so it commits only to let ended startups go (memory
+        # stays flat however long the journal); which late lines are dropped does not depend
+        # on when it commits (StartupTracker._builder closes a startup two back at once).
         # The last commit takes a split server_args line as it is: no continuation will come.
-        for c in pipeline.commit(final=n == 0):
-            seen[c.record.invocation_id] = None
+        if n == 0 or pipeline.tracker.ended_held >= SCAN_ENDED_HELD:
+            for c in pipeline.commit(final=n == 0):
+                seen[c.record.invocation_id] = None
         if n == 0:
             break
     source.close()
