@@ -73,9 +73,19 @@ def _common(p: argparse.ArgumentParser, *, units: bool = True) -> None:
         )
 
 
+class _Version(argparse.Action):
+    """`--version`: the version and the journal reader this install runs (C or Python)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kw: object) -> None:
+        from .readers import reader_path  # loads the C reader: only when asked
+
+        print(f"sglang-sentinel {__version__} (journal reader: {reader_path()})")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="sentinel", description="Watch SGLang startups in the systemd journal.")
-    parser.add_argument("--version", action="version", version=f"sglang-sentinel {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("scan", help="one pass over journal history: record startups and report")
@@ -282,7 +292,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
         source.seek_head()
     seen: dict[str, None] = {}
     while True:
-        n = pipeline.process(limit=SCAN_CHUNK)
+        n = pipeline.process(limit=SCAN_CHUNK, read_ahead=True)
         # A scan resumes from nothing, so it commits only to let ended startups go (memory
         # stays flat however long the journal); which late lines are dropped does not depend
         # on when it commits (StartupTracker._builder closes a startup two back at once).
