@@ -217,7 +217,10 @@ def _source(config: Config) -> JournalSource:
     from .journal import JournalSource  # systemd.journal and its readers: only scan and run read
 
     return JournalSource(
-        config.targets, directory=config.journal.directory, files=config.journal.files
+        config.targets,
+        directory=config.journal.directory,
+        files=config.journal.files,
+        docker_units=config.docker_units,
     )
 
 

@@ -14,13 +14,19 @@ with the same fields:
 
 `_SYSTEMD_UNIT` is docker.service and `_SYSTEMD_INVOCATION_ID` is dockerd's for every
 container, so neither tells one start from another.
+
+Every one of those fields is written by the client, and any process may write any of them
+(`logger --journald`, `sd_journal_send`). A container line is trusted only when the fields
+journald itself adds from the sender's kernel credentials and cgroup say dockerd sent it:
+`_UID=0`, `_SYSTEMD_UNIT` one of the engine's units, `_COMM=dockerd`, `_TRANSPORT=journal`
+(see `engine_mismatch`). A non-root process cannot choose its uid or join a system unit's cgroup.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, Final
 
 DOCKER_PREFIX: Final = "docker:"
@@ -28,6 +34,12 @@ DOCKER_PREFIX: Final = "docker:"
 CONTAINER_NAME: Final = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
 # A server_args line is ~50 KB; a line longer than this is cut rather than held in memory.
 MAX_LINE_BYTES: Final = 1 << 20
+# The units dockerd runs as: Docker's own packages (docker.service) and the snap.
+DOCKER_UNITS: Final = ("docker.service", "snap.docker.dockerd.service")
+# What journald records for dockerd itself: its kernel name (the executable's basename) and the
+# native protocol the journald log driver writes with.
+DOCKER_COMM: Final = "dockerd"
+ENGINE_TRANSPORT: Final = "journal"
 
 
 def target_of(name: str) -> str:
@@ -58,6 +70,30 @@ def add_container_matches(reader: Any, names: Sequence[str]) -> None:
     for name in names:
         reader.add_match(CONTAINER_NAME=name)
         reader.add_disjunction()
+
+
+def engine_mismatch(
+    field: Callable[[str], str | None], engine_units: Collection[str]
+) -> str | None:
+    """Why an entry naming a container is not the engine's (None: it is dockerd's own).
+
+    `field` reads one of the entry's fields. Only fields journald adds from the sender (the
+    underscore ones, which a client cannot set) are read: a field a client can set never
+    decides identity alone.
+    """
+    unit = field("_SYSTEMD_UNIT")
+    if unit not in engine_units:
+        return f"sent from {unit or 'no unit'}, not from {' or '.join(engine_units)}"
+    uid = field("_UID")
+    if uid != "0":
+        return f"sent by uid {uid}, not root"
+    comm = field("_COMM")
+    if comm != DOCKER_COMM:
+        return f"sent by {comm!r}, not {DOCKER_COMM}"
+    transport = field("_TRANSPORT")
+    if transport != ENGINE_TRANSPORT:
+        return f"sent over {transport!r}, not the native protocol"
+    return None
 
 
 def start_id(container_id_full: str, epoch: str | None) -> str | None:

@@ -200,7 +200,10 @@ class Daemon:
         rules, policy = load_rules_and_policy(config)
         store = StateStore(config.state_dir, busy_timeout=BUSY_TIMEOUT_S)
         source = JournalSource(
-            config.targets, directory=config.journal.directory, files=config.journal.files
+            config.targets,
+            directory=config.journal.directory,
+            files=config.journal.files,
+            docker_units=config.docker_units,
         )
         pipeline = Pipeline(
             source,

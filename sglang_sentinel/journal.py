@@ -24,7 +24,15 @@ from typing import Any
 from systemd import journal
 
 from . import sigbus
-from .containers import PartialLines, add_container_matches, split_targets, start_id, target_of
+from .containers import (
+    DOCKER_UNITS,
+    PartialLines,
+    add_container_matches,
+    engine_mismatch,
+    split_targets,
+    start_id,
+    target_of,
+)
 from .errors import JournalError
 from .logs import Logger
 from .model import JournalEntry, SourceItem
@@ -80,6 +88,7 @@ class JournalSource:
         directory: Path | None = None,
         files: Sequence[Path] = (),
         open_reader: Callable[[], Any] | None = None,
+        docker_units: Sequence[str] = DOCKER_UNITS,
     ) -> None:
         if not units:
             raise JournalError("no units to watch")
@@ -89,7 +98,13 @@ class JournalSource:
         self._unit_set = frozenset(plain)
         self._containers = frozenset(containers)
         self._partials = PartialLines()
-        self._last_start: bytes | None = None  # set by _entry for a container start's line
+        # The units dockerd runs as: a container line from anywhere else is not the engine's.
+        self.docker_units = tuple(docker_units)
+        # Set by _entry for a container start's line: (its CONTAINER_LOG_EPOCH, the sender's
+        # _SYSTEMD_INVOCATION_ID and _PID), all raw.
+        self._last_start: tuple[bytes, bytes, bytes] | None = None
+        # Entries naming a watched container that dockerd did not send, ignored.
+        self.forged_entries = 0
         self.directory = directory
         self.files = tuple(files)
         # How one libsystemd reader is opened; a seam for tests that need a reader misbehave.
@@ -363,9 +378,10 @@ class JournalSource:
                 # The raw _SYSTEMD_INVOCATION_ID of the last service line yielded; an invocation
                 # id belongs to one unit, so an equal one means the same unit and invocation.
                 context: bytes | None = None
-                # The raw CONTAINER_LOG_EPOCH of the last container entry yielded: one per start
-                # of one container, so it does for containers what the invocation id does for units.
-                start: bytes | None = None
+                # The raw CONTAINER_LOG_EPOCH of the last container entry yielded (one per start
+                # of one container, so it does for containers what the invocation id does for
+                # units), with the raw _SYSTEMD_INVOCATION_ID and _PID of the dockerd that sent it.
+                start: tuple[bytes, bytes, bytes] | None = None
                 first = True
                 while limit is None or count < limit:
                     if (
@@ -433,7 +449,7 @@ class JournalSource:
                         inv_raw = None
                     if inv_raw is not None and inv_raw == context:
                         yield raw
-                    elif start is not None and self._continues_start(start):
+                    elif start is not None and inv_raw == start[1] and self._continues_start(start):
                         yield raw  # the next whole line of the container start just yielded
                     else:
                         entry, own = self._entry(raw, inv_raw)
@@ -601,7 +617,9 @@ class JournalSource:
             if self._containers:
                 name = _first(get, ("CONTAINER_NAME",))
                 if name is not None and name in self._containers:
-                    return self._container_entry(name, raw), False
+                    if not self._from_engine(name):
+                        return None, False
+                    return self._container_entry(name, raw, inv_raw), False
             return None, False
         inv = inv_raw.decode("ascii", "replace") if inv_raw is not None else None
         cmdline = None
@@ -620,7 +638,26 @@ class JournalSource:
         )
         return entry, True
 
-    def _container_entry(self, name: str, raw: bytes) -> JournalEntry | None:
+    def _from_engine(self, name: str) -> bool:
+        """Whether dockerd sent the entry naming container `name`; else it is counted, ignored
+        and the first such entry of this source is logged."""
+        get = self.reader._get
+        why = engine_mismatch(lambda field: _first(get, (field,)), self.docker_units)
+        if why is None:
+            return True
+        self.forged_entries += 1
+        if self.forged_entries == 1:
+            log.warning(
+                "forged_entry_ignored",
+                target=target_of(name),
+                reason=why,
+                pid=_first(get, ("_PID",)),
+                action="only dockerd's own lines count for a container; if dockerd runs under "
+                "another unit, list it in docker_units",
+            )
+        return False
+
+    def _container_entry(self, name: str, raw: bytes, inv_raw: bytes | None) -> JournalEntry | None:
         """A watched container's line (Docker's journald driver), its pieces joined first.
 
         Never "own": dockerd's invocation id is on every container's lines, so the raw-line
@@ -637,7 +674,13 @@ class JournalSource:
         if line is None:
             return None  # a piece of a longer line; the entry with its last piece yields it
         epoch = _first(get, ("CONTAINER_LOG_EPOCH",))
-        self._last_start = epoch.encode() if epoch else None
+        # The fast path of lines() takes the next entry with this epoch from the same process
+        # of the same dockerd invocation (both fields journald's own) as a line of this start,
+        # without the checks of _from_engine: the epoch alone is the client's to write.
+        pid = _first(get, ("_PID",))
+        self._last_start = (
+            (epoch.encode(), inv_raw, pid.encode()) if epoch and inv_raw and pid else None
+        )
         return JournalEntry(
             unit=target,
             message=clean_message(line),
@@ -645,13 +688,14 @@ class JournalSource:
             invocation_id=start_id(_first(get, ("CONTAINER_ID_FULL",)) or "", epoch),
         )
 
-    def _continues_start(self, start: bytes) -> bool:
-        """The entry is a whole line (no piece) of the container start whose epoch is `start`."""
+    def _continues_start(self, start: tuple[bytes, bytes, bytes]) -> bool:
+        """The entry is a whole line (no piece) of the container start `start` (epoch,
+        invocation, pid), sent by the process that sent its last line."""
         if self._partials.pending:
             return False  # this entry may end a split line: join it the slow way
         get = self.reader._get
         try:
-            if get("CONTAINER_LOG_EPOCH") != start:
+            if get("CONTAINER_LOG_EPOCH") != start[0] or get("_PID") != start[2]:
                 return False
         except KeyError:
             return False

@@ -333,6 +333,12 @@ class SentinelCollector(Collector):
             "dropped, its stored record kept.",
             value=s.late_lines_dropped,
         )
+        yield CounterMetricFamily(
+            PREFIX + "forged_entries",
+            "Journal entries naming a watched container that its engine did not send (not "
+            "root dockerd in the engine's unit); ignored.",
+            value=s.forged_entries,
+        )
         yield GaugeMetricFamily(
             PREFIX + "journal_files_unreadable",
             "Journal files that could not be opened at all (bad header) when the journal was "

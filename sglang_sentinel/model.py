@@ -77,6 +77,9 @@ class Stats:
     journal_files_unreadable: int = 0
     # Lines of a startup two or more startups back in the journal (forgotten), dropped.
     late_lines_dropped: int = 0
+    # Entries naming a watched container that its engine did not send (any process can write
+    # CONTAINER_NAME), ignored.
+    forged_entries: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -194,6 +194,7 @@ class Pipeline:
         self.stats.journal_corrupt_reads = self.source.corrupt_reads
         self.stats.journal_truncated_reads = self.source.truncated_reads
         self.stats.late_lines_dropped = self.tracker.late_lines_dropped
+        self.stats.forged_entries = self.source.forged_entries
         self.stats.journal_files_unreadable = len(self.source.unreadable_files)
         # Stopped by the deadline or stop(), not by the end of the journal or the limit.
         self.cut_short = bool(cut)
@@ -299,6 +300,10 @@ class Pipeline:
                 record, builder = self.tracker.saved_form(inv)
                 stage = "state"
                 new = store.save_startup(record, builder)
+                if new is None:
+                    # The stored record is stronger (read from more of the startup's lines)
+                    # and stays; it is what is compared and announced.
+                    record = store.startup(inv) or record
                 stage = "compare"
                 comparison = self.evaluator(store, record, self.policy)
             except (sqlite3.OperationalError, OSError):
@@ -308,7 +313,7 @@ class Pipeline:
                     ok.rollback()
                 self._failed(stage, exc, invocation=inv[:8], once=(stage, inv))
                 return None
-        return comparison, int(new)
+        return comparison, int(bool(new))
 
     def _save_touched(self, inv: str) -> None:
         """Store a startup only batch lines changed (inside the commit's transaction)."""

@@ -10,6 +10,7 @@ cursor, so a crash at any moment loses nothing and repeats nothing.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import time
@@ -308,18 +309,23 @@ class StateStore:
 
     # -- writing (call inside transaction()) ----------------------------------------------------
 
-    def save_startup(self, record: StartupRecord, builder: str | None) -> bool:
-        """Insert or update one startup; True when it is new. A new one is numbered after every
-        stored one (`seq`):
-        the pipeline stores startups in journal order, so `seq` is the journal's order and the
-        wall clock (`started_at`) never decides which startup is the latest.
+    def save_startup(self, record: StartupRecord, builder: str | None) -> bool | None:
+        """Insert or update one startup: True when it is new, False when it was updated, None
+        when the stored record was kept because `record` is weaker (`weaker_than_stored`).
+
+        A new one is numbered after every stored one (`seq`): the pipeline stores startups in
+        journal order, so `seq` is the journal's order and the wall clock (`started_at`) never
+        decides which startup is the latest.
 
         The first time a startup is stored as ready or failed counts in startups_total, once:
         a counter that never goes down when a later line changes the outcome.
         """
         row = self._db.execute(
-            "SELECT outcome FROM startups WHERE invocation_id=?", (record.invocation_id,)
+            "SELECT outcome, started_at, record FROM startups WHERE invocation_id=?",
+            (record.invocation_id,),
         ).fetchone()
+        if row is not None and weaker_than_stored(record, str(row[0]), float(row[1]), row[2]):
+            return None
         decided = ("ready", "failed")
         if record.outcome in decided and (row is None or row[0] not in decided):
             self.add_counter(f"startups_total:{record.outcome}:{record.unit}")
@@ -492,6 +498,31 @@ class StateStore:
     def data_version(self) -> int:
         """Changes when another connection commits (lets the daemon see `baseline --pin`)."""
         return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+
+
+def weaker_than_stored(
+    record: StartupRecord, outcome: str, started_at: float, stored_json: str
+) -> bool:
+    """Whether `record` was derived from fewer of the startup's lines than the stored record.
+
+    One startup's record only grows as its lines are read: the start time is its first line's,
+    ready or failed never turns back to starting, the rule hits only add up and an end once
+    seen stays. A record that started later, is still starting where the stored one is decided,
+    has fewer hits or lost the end was read from a part of the startup (a scan `--since` inside
+    it, a journal whose first lines were vacuumed, another journal's copy); storing it would
+    replace the pinned baseline with a husk, so the stored record is kept.
+    """
+    if outcome in ("ready", "failed") and record.outcome == "starting":
+        return True
+    if record.started_at > started_at:
+        return True
+    try:
+        stored = json.loads(stored_json)
+        hits = sum(int(v) for v in (stored.get("rule_hits") or {}).values())
+        ended = stored.get("ended_at")
+    except (ValueError, TypeError, AttributeError):
+        return False  # an unreadable row is no reason to keep it
+    return sum(record.rule_hits.values()) < hits or (ended is not None and record.ended_at is None)
 
 
 def broken_database(path: Path, exc: BaseException) -> str:

@@ -200,7 +200,13 @@ class Sentinels:
             stop(proc)
 
 
-def scrape_in_process(journal: Path, state: Path, units: Sequence[str] = ()) -> str:
+def scrape_in_process(
+    journal: Path,
+    state: Path,
+    units: Sequence[str] = (),
+    containers: Sequence[str] = (),
+    docker_units: Sequence[str] = (),
+) -> str:
     """/metrics of a Daemon that has read `journal` once (in this process, no HTTP, no loop)."""
     from prometheus_client import generate_latest
 
@@ -208,8 +214,11 @@ def scrape_in_process(journal: Path, state: Path, units: Sequence[str] = ()) -> 
     from sglang_sentinel.daemon import Daemon
 
     overrides: dict[str, object] = {"journal.directory": str(journal), "state_dir": str(state)}
-    if units:
+    if units or containers:
         overrides["units"] = list(units)
+        overrides["containers"] = list(containers)
+    if docker_units:
+        overrides["docker_units"] = list(docker_units)
     daemon = Daemon.from_config(load_config(overrides=overrides, environ={}))
     daemon.source.open()
     try:

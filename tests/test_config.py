@@ -481,6 +481,7 @@ def test_config_to_dict_of_defaults(no_default_file: Path) -> None:
     assert config_to_dict(load_config(None, environ={})) == {
         "units": ["sglang-qwen.service"],
         "containers": [],
+        "docker_units": ["docker.service", "snap.docker.dockerd.service"],
         "gpu": None,
         "journal": {"directory": None, "files": []},
         "state_dir": "/var/lib/sglang-sentinel",

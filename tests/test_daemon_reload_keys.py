@@ -167,6 +167,7 @@ def _changes(tmp_path: Path) -> dict[str, Any]:
     return {
         "units": (UNIT, "sglang-other.service"),
         "containers": ("sglang-box",),
+        "docker_units": ("docker-gpu.service",),
         "gpu": "H100-SXM-80GB",
         "journal.directory": tmp_path / "elsewhere",
         "journal.files": (tmp_path / "one.journal",),

@@ -285,7 +285,7 @@ class FaultyStore(StateStore):
 
     bad = ""
 
-    def save_startup(self, record: StartupRecord, builder: str | None) -> bool:
+    def save_startup(self, record: StartupRecord, builder: str | None) -> bool | None:
         if record.invocation_id == self.bad:
             raise ValueError("cannot store this one")
         return super().save_startup(record, builder)

@@ -201,7 +201,7 @@ def inject_failures(daemon: Daemon, harness: Harness) -> None:
     seen: set[tuple[str, str]] = set()
     doomed = [False]
 
-    def failing_save_startup(record: StartupRecord, builder: str | None) -> bool:
+    def failing_save_startup(record: StartupRecord, builder: str | None) -> bool | None:
         new = save_startup(record, builder)
         key = (record.invocation_id, record.outcome)
         if key not in seen:

@@ -42,6 +42,7 @@ from sglang_sentinel.config.schema import (
     listen_address,
     unit_name,
 )
+from sglang_sentinel.containers import DOCKER_PREFIX
 from sglang_sentinel.errors import ConfigError
 from sglang_sentinel.yamlfile import YamlError, load_yaml
 
@@ -156,6 +157,17 @@ class _Checker:
     def containers(self, value: Any, path: str) -> tuple[str, ...]:
         return self.items(value, path, container_name)
 
+    def docker_units(self, value: Any, path: str) -> tuple[str, ...]:
+        def engine_unit(item: Any, where: str) -> str:
+            name = unit_name(item, where)
+            if name.startswith(DOCKER_PREFIX):
+                raise InvalidValue(
+                    f"expected the unit dockerd runs as (docker.service), got {item!r}"
+                )
+            return name
+
+        return self.items(value, path, engine_unit)
+
     def urls(self, value: Any, path: str) -> tuple[str, ...]:
         return self.items(value, path, http_url(strict=True))
 
@@ -208,6 +220,7 @@ class _Checker:
         # Containers alone watch no unit: the default unit applies only when neither is set.
         default_units = () if containers and "units" not in top else d.units
         units = self.take(top, "units", "", default_units, self.units)
+        docker_units = self.take(top, "docker_units", "", d.docker_units, self.docker_units)
         if not units and not containers and len(self.problems) == seen:
             self.problem(
                 "units", "at least one unit or container is needed, e.g. [sglang-qwen.service]"
@@ -249,6 +262,7 @@ class _Checker:
         return Config(
             units=units,
             containers=containers,
+            docker_units=docker_units,
             gpu=gpu,
             journal=JournalConfig(directory=directory, files=files),
             state_dir=state_dir,

@@ -20,6 +20,7 @@ OnReload = Literal["applied", "restart"]
 ON_RELOAD: Final[Mapping[str, OnReload]] = {
     "units": "restart",  # the journal matches are installed when the journal is opened
     "containers": "restart",
+    "docker_units": "restart",  # read when the journal is opened
     "gpu": "applied",  # read by the collector at every scrape
     "journal.directory": "restart",  # the journal is opened once
     "journal.files": "restart",

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, Literal, get_args
 
-from sglang_sentinel.containers import CONTAINER_NAME, DOCKER_PREFIX
+from sglang_sentinel.containers import CONTAINER_NAME, DOCKER_PREFIX, DOCKER_UNITS
 from sglang_sentinel.redact import scrub_text
 
 STATE_DIR_ENV: Final = "SENTINEL_STATE_DIR"
@@ -88,6 +88,7 @@ class Config:
 
     units: tuple[str, ...] = ("sglang-qwen.service",)
     containers: tuple[str, ...] = ()  # Docker container names (journald log driver)
+    docker_units: tuple[str, ...] = DOCKER_UNITS  # where dockerd runs: its lines alone count
     gpu: str | None = (
         None  # the host's GPU model, e.g. "H100-SXM-80GB"; peers share model, TP and gpu
     )
@@ -114,6 +115,8 @@ KEYS: Final[Mapping[str, str]] = {
     "units": "systemd units to watch; '.service' is appended to a name without a unit suffix",
     "containers": "Docker containers (journald log driver) to watch, by name; each is named "
     "docker:NAME in reports, metrics and alerts",
+    "docker_units": "the systemd units dockerd runs as; a container's lines count only when root "
+    "dockerd in one of them sent them (any process can write CONTAINER_NAME)",
     "gpu": "this host's GPU model as you name it fleet-wide (e.g. H100-SXM-80GB): the `gpu` label "
     "of server_info/baseline_info that groups peers; a baseline import checks it",
     "journal.directory": "read the journal files in this directory instead of the system journal",
@@ -359,6 +362,7 @@ def config_to_dict(config: Config, *, mask_secrets: bool = True) -> dict[str, An
     return {
         "units": list(config.units),
         "containers": list(config.containers),
+        "docker_units": list(config.docker_units),
         "gpu": config.gpu,
         "journal": {
             "directory": opt(config.journal.directory),
