@@ -15,8 +15,8 @@
  * or more: a long _CMDLINE), as sd_journal_get_data() does too (it decompresses a prefix of each
  * to compare the name). `walk_threshold` lowers the data threshold during the walk, so that
  * libsystemd decompresses at most that much of a field (a MESSAGE that long is then read again
- * whole); measured on systemd 252 with zstd, that is no faster (1.03x the time at 512 bytes,
- * 2x at 64), so it is off (0) unless set.
+ * whole); measured on systemd 252 with zstd, that is no faster (1.03x the time at 512 bytes;
+ * at 64 nearly every MESSAGE is read twice), so it is off (0) unless set.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
