@@ -26,16 +26,16 @@ check: bootstrap
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy --strict
 	$(BIN)/sentinel rules check
-	$(BIN)/python -m sglang_sentinel.grafana --check
+	$(BIN)/python -m tools.grafana --check
 	$(BIN)/python -m sglang_sentinel.facts --check
 
 # Regenerate docs/architecture.md's facts table from sglang_sentinel/facts.py.
 facts-doc: bootstrap
 	$(BIN)/python -m sglang_sentinel.facts
 
-# Regenerate deploy/grafana/sglang-sentinel.json from sglang_sentinel/grafana.py.
+# Regenerate deploy/grafana/sglang-sentinel.json from tools/grafana.py (a build-time tool).
 dashboard: bootstrap
-	$(BIN)/python -m sglang_sentinel.grafana
+	$(BIN)/python -m tools.grafana
 
 bench: bootstrap-test
 	$(BIN)/python -m bench
@@ -53,8 +53,8 @@ bench-smoke: bootstrap-test
 # generated hostile lines; `make test` runs the same tests shorter.
 soak: bootstrap-test
 	SENTINEL_SOAK_KILLS=100 SENTINEL_HOSTILE_LINES=1000000 $(BIN)/pytest -q -s \
-		tests/test_daemon_crash.py tests/test_hostile_lines.py tests/test_faults.py \
-		tests/test_state_faults.py tests/test_clock.py tests/test_fault_suite.py
+		tests/daemon/test_daemon_crash.py tests/pipeline/test_hostile_lines.py tests/pipeline/test_faults.py \
+		tests/state/test_state_faults.py tests/pipeline/test_clock.py tests/pipeline/test_fault_suite.py
 
 ci: bootstrap-test
 	$(MAKE) --no-print-directory check

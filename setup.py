@@ -1,4 +1,4 @@
-"""The optional C reader (sglang_sentinel/_journalread.c); everything else is in pyproject.toml.
+"""The optional C reader (sglang_sentinel/sources/_journalread.c); everything else is in pyproject.toml.
 
 Built when a compiler, the Python headers and libsystemd's (libsystemd-dev) are there, as
 systemd-python itself needs them; without them the build says why and the package runs its
@@ -10,8 +10,8 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "sglang_sentinel._journalread",
-            ["sglang_sentinel/_journalread.c"],
+            "sglang_sentinel.sources._journalread",
+            ["sglang_sentinel/sources/_journalread.c"],
             libraries=["systemd"],
             extra_compile_args=["-O2"],
             optional=True,

@@ -57,7 +57,7 @@ TARGETS = {
 def startup_pattern() -> str:
     """The startup rules' required literals as one ERE: what `grep` looks for in part b."""
     sys.path.insert(0, str(REPO))
-    from sglang_sentinel.rules.files import default_rules_dir, load_rules
+    from sglang_sentinel.rules import default_rules_dir, load_rules
 
     rules = load_rules([default_rules_dir()])
     literals = sorted({r.contains for r in rules.rules if r.scope == "startup"})

@@ -35,12 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sglang_sentinel.decode import (
+from sglang_sentinel.compare.decode_stats import DecodeSettings, compare_decode
+from sglang_sentinel.startups.decode_samples import (
     DECODE_RULE,
     PREFILL_RULE,
-    DecodeSettings,
     DecodeState,
-    compare_decode,
     graph_size,
 )
 

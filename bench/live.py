@@ -1,6 +1,6 @@
 """Part e: `sentinel run` following a live journald that an SGLang-like writer fills at a fixed rate.
 
-The writer runs as the unit (tests/journaltools.LiveJournald.run_in_unit: its cgroup, a journald
+The writer runs as the unit (tests/support/journaltools.LiveJournald.run_in_unit: its cgroup, a journald
 stdout stream, an invocation id), logs one complete startup and then steady-state batch and access
 lines at RATE lines/s. The namespace's journald.conf turns rate limiting off (the default 10000
 per 30 s would drop most of them); the harness checks that every line arrived.
@@ -98,7 +98,7 @@ def measure_live(rate: int, seconds: float, workdir: Path) -> dict[str, Any]:
     """Run the writer and a following `sentinel run`; lag and CPU of the sentinel."""
     if os.geteuid() != 0:
         return {"skipped": "needs root (a standalone journald in its own namespace)"}
-    sys.path.insert(0, str(REPO / "tests"))
+    sys.path.insert(0, str(REPO / "tests" / "support"))
     import journaltools
 
     # A unit name unique to this run: its cgroup and invocation-id symlink are host-wide.

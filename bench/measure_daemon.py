@@ -9,7 +9,7 @@ state to report; then nothing is logged for `--idle-seconds` and the daemon's ut
 /proc/PID/stat before and after give its share of one core. (A silent `sleep infinity` in another
 unit holds a journald stdout stream open: a namespaced journald exits after ~30 s idle.)
 
-(ii) Latency. The stand-in (tests/standin_sglang.py) runs in the unit's cgroup, prints a startup,
+(ii) Latency. The stand-in (tests/support/standin_sglang.py) runs in the unit's cgroup, prints a startup,
 then `--samples` `Decode batch` lines `--interval-ms` apart, each with a unique gen throughput
 (the marker) and records `time.time()` right before each write. Two observers see the same writes:
 
@@ -51,10 +51,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-TESTS = ROOT / "tests"
+TESTS = ROOT / "tests" / "support"
 sys.path.insert(0, str(TESTS))
 
-import journaltools  # noqa: E402  (tests/ is not a package)
+import journaltools  # noqa: E402  (tests/support/ is not a package)
 
 # A unit name unique to this run: its cgroup and invocation-id symlink are host-wide.
 UNIT = journaltools.unique_unit("sglang-bench")

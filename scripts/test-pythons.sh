@@ -60,7 +60,7 @@ if ((${#missing[@]})); then
 fi
 
 # What the install builds from: a change to the C reader needs a fresh build too.
-want=$(cat pyproject.toml setup.py sglang_sentinel/_journalread.c | sha256sum | cut -d' ' -f1)
+want=$(cat pyproject.toml setup.py sglang_sentinel/sources/_journalread.c | sha256sum | cut -d' ' -f1)
 failed=()
 summary=()
 for minor in "${MINORS[@]}"; do

@@ -21,20 +21,19 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from . import __version__
-from .compare import Policy, common_evidence
-from .config.load import load_config
-from .config.schema import Config, config_to_dict
+from .compare import Policy, common_evidence, evaluate
+from .config import Config, config_to_dict, load_config
 from .errors import ConfigError, JournalError, NoDataError, RuleError, SentinelError, UsageError
 from .evidence import render_evidence
 from .logs import Logger, configure_logging, print_error
 from .model import SEVERITY_ORDER, Comparison, StartupRecord
-from .pipeline import Pipeline, evaluate, load_rules_and_policy, source_key
-from .report import render_diff, render_report, render_startups, scan_json, startup_json
-from .rules.files import check_rules, default_rules_dir
+from .outputs import render_diff, render_report, render_startups, scan_json, startup_json
+from .pipeline import Pipeline, load_rules_and_policy
+from .rules import check_rules, default_rules_dir
 from .state import DB_NAME, StateStore, broken_database
 
 if TYPE_CHECKING:
-    from .journal import JournalSource
+    from .sources import JournalSource
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_PENDING = 0, 1, 2, 3, 4
 # `check --wait`: how often the state is re-read while the latest startup is still starting.
@@ -77,7 +76,7 @@ class _Version(argparse.Action):
     """`--version`: the version and the journal reader this install runs (C or Python)."""
 
     def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kw: object) -> None:
-        from .readers import reader_path  # loads the C reader: only when asked
+        from .sources import reader_path  # loads the journal readers: only when asked
 
         print(f"sglang-sentinel {__version__} (journal reader: {reader_path()})")
         parser.exit()
@@ -214,7 +213,7 @@ def _policy(config: Config) -> Policy:
 
 
 def _source(config: Config) -> JournalSource:
-    from .journal import JournalSource  # systemd.journal and its readers: only scan and run read
+    from .sources import JournalSource
 
     return JournalSource(
         config.targets,
@@ -284,11 +283,11 @@ def cmd_scan(args: argparse.Namespace) -> int:
     source = _source(config)
     source.open(follow=False)  # one pass: no inotify watch
     store = StateStore(config.state_dir)
-    # Every startup is compared once, after the whole pass, with its final baseline; the
-    # commits only store.
-    pipeline = Pipeline(
-        source, rules, policy, store, source_key=source_key(config), evaluator=_stored_only
-    )
+    # A scan keeps no cursor and no resume state: it never resumes, and a daemon sharing the
+    # state must not find its own position moved or its open startups closed by it. Every
+    # startup is compared once, after the whole pass, with its final baseline; the commits only
+    # store.
+    pipeline = Pipeline(source, rules, policy, store, source_key=None, evaluator=_stored_only)
     if since is not None:
         source.seek_realtime(since)
     else:
@@ -388,7 +387,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 
 
 def _baseline_export(store: StateStore, unit: str, path: Path, gpu: str) -> int:
-    from .baseline_file import export_document  # only --export and --import use baseline files
+    from .state import export_document
 
     pins = store.baselines()
     record = store.startup(pins[unit][0]) if unit in pins else None
@@ -407,7 +406,7 @@ def _baseline_export(store: StateStore, unit: str, path: Path, gpu: str) -> int:
 
 
 def _baseline_import(store: StateStore, unit: str, path: Path, gpu: str, force: bool) -> int:
-    from .baseline_file import BaselineFileError, mismatches, read_document
+    from .state import BaselineFileError, mismatches, read_document
 
     file = read_document(path)
     ready = [r for r in store.startups([unit]) if r.outcome == "ready"]
@@ -518,7 +517,8 @@ def _check_once(config: Config, units: Sequence[str], policy: Policy) -> list[Co
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .html import collect_status, render_page
+    from .compare import collect_status
+    from .outputs import render_page
 
     config = _load(args)
     try:

@@ -42,7 +42,7 @@ class Metric:
 
     `rank` orders the families on /metrics. A startup fact also has a `baseline_` series, whose
     help is "Baseline startup's value: " + help unless `baseline_help` says otherwise; runtime
-    facts have none. `decode` metrics are built beside the decode families (decode_metrics.py).
+    facts have none. `decode` metrics are built beside the decode families (daemon/decode_metrics.py).
     """
 
     name: str

@@ -6,9 +6,10 @@ journal source -> JournalEntry -> rules -> RuleMatch -> startups -> StartupRecor
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 # A fact value as rules produce it and records store it. Lists are tuples so records stay hashable.
 FactValue = int | float | bool | str | tuple[str, ...] | None
@@ -45,6 +46,14 @@ UNIT_PROCESS_EXIT = "98e322203f7a4ed290d09fe03c09fe15"
 UNIT_RESTART_SCHEDULED = "5eb03494b6584870a536b337290809b3"
 UNIT_FAILED = "be02cf6855d2428ba40df7e9d022f03d"
 UNIT_STOPPED = "9d1aaa27d60140bd96365438aad20286"
+
+# A Docker container is the target `docker:NAME` wherever a unit is `UNIT.service` (state,
+# reports, metrics, alerts; sources/containers.py reads its entries). NAME follows Docker's own
+# rule for container names (daemon/names: RestrictedNamePattern), without the "/".
+DOCKER_PREFIX: Final = "docker:"
+CONTAINER_NAME: Final = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
+# The units dockerd runs as: Docker's own packages (docker.service) and the snap.
+DOCKER_UNITS: Final = ("docker.service", "snap.docker.dockerd.service")
 
 
 @dataclass(slots=True)
@@ -143,7 +152,7 @@ class StartupRecord:
     failure_reason: str | None = None
     ended_at: float | None = None
     rule_hits: Mapping[str, int] = field(default_factory=dict)  # rule id -> lines matched
-    # Clean decode samples, line counts and phase marks (decode.DecodeState.summary()).
+    # Clean decode samples, line counts and phase marks (startups/decode_samples.py: DecodeState.summary()).
     decode: Mapping[str, Any] = field(default_factory=dict)
     # Why facts are null although a line reported them (fact_ranges.py: not finite, out of
     # range), and clock skew around the startup.

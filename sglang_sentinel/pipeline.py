@@ -12,19 +12,17 @@ import types
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from .compare import Policy, compare, load_policy
-from .config.schema import Config
+from .compare import Policy, decode_settings, evaluate, load_policy
+from .config import Config
 from .errors import StateError
 from .logs import Logger
 from .model import Comparison, RuntimeView, SourceItem, StartupRecord, Stats
-from .rules.files import default_rules_dir, load_rules
-from .rules.ruleset import RuleSet
-from .runtime_checks import decode_settings
+from .rules import MemoMatcher, RuleSet, default_rules_dir, load_rules
 from .state import StateStore
 
 if TYPE_CHECKING:
-    from .journal import JournalSource
-    from .rules.matcher import Matcher
+    from .rules import Matcher
+    from .sources import JournalSource
 
 log = Logger("sglang_sentinel")
 
@@ -37,7 +35,15 @@ def load_rules_and_policy(config: Config) -> tuple[RuleSet, Policy]:
 
 
 def source_key(config: Config) -> str:
-    """The key the journal cursor of this configuration's source is saved under."""
+    """The key this configuration's reading position and resume state are saved under: its
+    journal source and its target list. Another list (a unit added) is another reader, which
+    starts at the beginning of the boot; readers of one state never move each other's cursor
+    or drop each other's open startups."""
+    return f"{_journal_key(config)} targets={','.join(sorted(config.targets))}"
+
+
+def _journal_key(config: Config) -> str:
+    """The journal source alone: the key of a version-3 state's cursor (see adopt_legacy)."""
     if config.journal.directory is not None:
         return f"dir:{config.journal.directory.resolve()}"
     if config.journal.files:
@@ -57,23 +63,6 @@ class CommitFailed(StateError):
     its records stay pending, so committing again later stores them with their cursor."""
 
 
-def evaluate(
-    store: StateStore, record: StartupRecord, policy: Policy, now: float | None = None
-) -> Comparison:
-    """Compare `record` with its unit's pinned baseline, else the previous ready startup.
-
-    `now` (unix seconds) lets a startup still starting be judged stalled; stored comparisons are
-    made without it, since a stall is a matter of the time it is looked at.
-    """
-    pinned_id = store.baseline_id(record.unit)
-    if pinned_id is not None:
-        pinned = store.startup(pinned_id)
-        if pinned is not None:
-            return compare(record, pinned, "pinned", policy, now)
-    previous = store.previous_ready(record)
-    return compare(record, previous, "previous" if previous else None, policy, now)
-
-
 class Pipeline:
     """Reads what the journal has now, aggregates it, and commits it with the cursor."""
 
@@ -84,7 +73,7 @@ class Pipeline:
         policy: Policy,
         store: StateStore,
         *,
-        source_key: str,
+        source_key: str | None,
         stats: Stats | None = None,
         checkpoint_interval: float = 0.0,
         matcher: Matcher | None = None,
@@ -95,10 +84,12 @@ class Pipeline:
         self.rules = rules
         self.policy = policy
         self.store = store
+        # Whose position and resume state this reading is (None: a one-pass scan, which keeps
+        # neither: it never resumes, and must not move a daemon's).
         self.source_key = source_key
         self.stats = stats if stats is not None else Stats()
-        # Imported here: `check`, `report` and the rest use this module only for evaluate().
-        from .rules.matcher import MemoMatcher
+        # Imported here: the commands that only read the state import this module for
+        # load_rules_and_policy alone and never load the tracker.
         from .startups import StartupTracker
 
         # The rules behind the matcher seam (rules/matcher.py): memoised unless one is given.
@@ -123,8 +114,6 @@ class Pipeline:
 
     def set_rules(self, rules: RuleSet) -> None:
         self.rules = rules
-        from .rules.matcher import MemoMatcher
-
         self.tracker.matcher = MemoMatcher(rules)
 
     def resume(
@@ -141,17 +130,25 @@ class Pipeline:
         """
         from .startups import CLOSED_KEPT
 
-        self.tracker.restore(self.store.open_builders())
-        closed = self.store.closed_invocations(CLOSED_KEPT)
-        cursor = self.store.cursor(self.source_key)
+        key = self.source_key
+        if key is None:
+            raise StateError("a reading without a source key cannot resume")
+        legacy = key.split(" targets=", 1)[0]
+        if legacy != key and self.store.adopt_legacy(legacy, key):
+            log.info("cursor_adopted", source=legacy, reason="state saved before schema 4")
+        self.tracker.restore(self.store.open_builders(key))
+        cursor = self.store.cursor(key)
         oldest = time.time() - max_age_seconds if max_age_seconds is not None else None
         if cursor is not None and oldest is not None and _cursor_time(cursor) < oldest:
             self._count_cursor_reset("saved cursor is older than max_replay_age_seconds")
             cursor = None
-        # The startups stored closed stay closed: a line of one after the cursor is too late,
+        # The startups stored that this reader holds no resume state of and that began before
+        # where it starts reading stay as stored: a line of one after the cursor is too late,
         # as it would be without the restart; read again from before the cursor, it is
         # recorded already (re-deriving it from the lines in reach would overwrite the record
-        # with a partial one).
+        # with a partial one). Those that began after it, this reader reads from their start.
+        start = _cursor_time(cursor) if cursor is not None else oldest
+        closed = self.store.closed_invocations(key, self.source.units, CLOSED_KEPT, start)
         self.tracker.close(closed, reread=cursor is None)
         if cursor is None:
             if oldest is not None:
@@ -250,8 +247,9 @@ class Pipeline:
             and now - self._last_checkpoint < self.checkpoint_interval
         ):
             return []
-        cursor = self.source.cursor() if self._uncommitted else None
-        if not dirty and not touched and cursor is None:
+        key = self.source_key
+        cursor = self.source.cursor() if self._uncommitted and key is not None else None
+        if not dirty and not touched and cursor is None and not self._uncommitted:
             return []
         comparisons: list[Comparison] = []
         recorded = 0
@@ -265,12 +263,12 @@ class Pipeline:
                         recorded += new
                 for inv in touched:
                     self._save_touched(inv)
-                if dirty:
+                if dirty and key is not None:
                     # Only each unit's newest startup can still change; older ones need no
                     # resume state.
-                    self.store.clear_builders(self._open_ids())
-                if cursor is not None:
-                    self.store.save_cursor(self.source_key, cursor)
+                    self.store.clear_builders(key, self._open_ids())
+                if cursor is not None and key is not None:
+                    self.store.save_cursor(key, cursor)
         except (sqlite3.Error, OSError) as exc:
             self.stats.commit_failures += 1
             raise CommitFailed(f"cannot write {self.store.path}: {exc}") from exc
@@ -299,7 +297,7 @@ class Pipeline:
             try:
                 record, builder = self.tracker.saved_form(inv)
                 stage = "state"
-                new = store.save_startup(record, builder)
+                new = store.save_startup(record, builder, self.source_key)
                 if new is None:
                     # The stored record is stronger (read from more of the startup's lines)
                     # and stays; it is what is compared and announced.
@@ -322,7 +320,7 @@ class Pipeline:
             try:
                 record, builder = self.tracker.saved_form(inv)
                 stage = "state"
-                self.store.save_startup(record, builder)
+                self.store.save_startup(record, builder, self.source_key)
             except (sqlite3.OperationalError, OSError):
                 raise
             except Exception as exc:

@@ -1,4 +1,4 @@
-"""Shared fixtures: real journal files and a live journald (see tests/journaltools.py)."""
+"""Shared fixtures: real journal files and a live journald (see tests/support/journaltools.py)."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def _fresh_structlog() -> Iterator[None]:
 @pytest.fixture(scope="session", autouse=True)
 def _host_services_untouched() -> Iterator[None]:
     """The whole run leaves the host's sglang/sentinel units, cgroups, invocation links and
-    journal namespaces exactly as it found them (see tests/hostguard.py); else the run errors."""
+    journal namespaces exactly as it found them (see tests/support/hostguard.py); else the run errors."""
     before = hostguard.snapshot()
     yield
     changed = hostguard.differences(before, hostguard.snapshot())

@@ -20,9 +20,9 @@ from sglang_sentinel.compare import CHECKS
 from sglang_sentinel.evidence import render_evidence
 from sglang_sentinel.fact_ranges import sane_facts
 from sglang_sentinel.facts import BY_NAME, FACT_TYPES, FACTS, STARTUP_FACTS, Fact
-from sglang_sentinel.html import KEY_FACTS
-from sglang_sentinel.rules.files import check_rules, default_rules_dir, load_rules
-from sglang_sentinel.rules.ruleset import SCOPES, Rule, RuleSet
+from sglang_sentinel.outputs.page import KEY_FACTS
+from sglang_sentinel.rules import RuleSet, check_rules, default_rules_dir, load_rules
+from sglang_sentinel.rules.ruleset import SCOPES, Rule
 
 ROOT = Path(__file__).resolve().parent.parent
 UNIT = "sglang-facts-test.service"

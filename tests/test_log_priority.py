@@ -2,7 +2,7 @@
 
 Under systemd, stderr is a journald stream and JOURNAL_STREAM names it; the sentinel then starts
 every line with `<N>` (syslog level), which journald strips and stores as PRIORITY. Checked with
-the real standalone journald of tests/journaltools.py.
+the real standalone journald of tests/support/journaltools.py.
 """
 
 from __future__ import annotations

@@ -14,10 +14,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from sglang_sentinel.cli import main
 from sglang_sentinel.compare import load_policy
+from sglang_sentinel.daemon.metrics import SentinelCollector, UnitView
 from sglang_sentinel.evidence import render_evidence
 from sglang_sentinel.fact_ranges import problem, sane_facts
 from sglang_sentinel.facts import KNOWN_FACTS, RANGES, STARTUP_FACTS
-from sglang_sentinel.metrics import SentinelCollector, UnitView
 from sglang_sentinel.model import Comparison, StartupRecord, Stats
 
 HUGE = "9" * 400

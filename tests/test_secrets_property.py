@@ -254,7 +254,7 @@ def cli_surfaces(state: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, s
 @given(secret=ANY_SECRET, shaped=SHAPED)
 def test_redaction_functions_remove_every_generated_secret(secret: str, shaped: str) -> None:
     s = Secrets(secret, secret, secret, secret, secret, secret, shaped, shaped)
-    from sglang_sentinel.serverargs.parse import parse_server_args
+    from sglang_sentinel.serverargs import parse_server_args
 
     args = parse_server_args(server_args(s)).args
     assert_clean([secret, shaped], "server_args", json.dumps(args))

@@ -11,14 +11,15 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_rules import GOOD_RULE, TS
+from rulefiles import GOOD_RULE, TS
 
 from sglang_sentinel import yamlfile
-from sglang_sentinel.baseline_file import BaselineFileError, content_sha256, read_document
 from sglang_sentinel.compare import load_policy
 from sglang_sentinel.config import load_config
 from sglang_sentinel.errors import ConfigError
 from sglang_sentinel.rules import check_rules
+from sglang_sentinel.state import BaselineFileError, read_document
+from sglang_sentinel.state.baseline_file import content_sha256
 from sglang_sentinel.yamlfile import YamlError, YamlProblem, load_json, load_yaml
 
 

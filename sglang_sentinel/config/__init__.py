@@ -6,6 +6,14 @@ reload.py  plan_reload  SIGHUP: per key, applied to the running daemon or kept u
 """
 
 from .load import load_config
-from .schema import Config
+from .reload import plan_reload
+from .schema import AlertmanagerConfig, Config, ListenAddress, config_to_dict
 
-__all__ = ["Config", "load_config"]
+__all__ = [
+    "AlertmanagerConfig",
+    "Config",
+    "ListenAddress",
+    "config_to_dict",
+    "load_config",
+    "plan_reload",
+]

@@ -42,8 +42,8 @@ from sglang_sentinel.config.schema import (
     listen_address,
     unit_name,
 )
-from sglang_sentinel.containers import DOCKER_PREFIX
 from sglang_sentinel.errors import ConfigError
+from sglang_sentinel.model import DOCKER_PREFIX
 from sglang_sentinel.yamlfile import YamlError, load_yaml
 
 # load_config reads it at call time, so a test may point it elsewhere.

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, Literal, get_args
 
-from sglang_sentinel.containers import CONTAINER_NAME, DOCKER_PREFIX, DOCKER_UNITS
+from sglang_sentinel.model import CONTAINER_NAME, DOCKER_PREFIX, DOCKER_UNITS
 from sglang_sentinel.redact import scrub_text
 
 STATE_DIR_ENV: Final = "SENTINEL_STATE_DIR"

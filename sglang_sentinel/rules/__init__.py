@@ -2,12 +2,25 @@
 
 files.py    load_rules, check_rules   rule files -> RuleSet, every problem named as file:rule_id
 ruleset.py  RuleSet                   a line -> [RuleMatch]; the batch-line fast path
+matcher.py  Matcher, MemoMatcher      the seam the tracker matches lines through (memoised)
 shapes.py   split_prefix, digit_blind  the SGLang line prefix and the regex shapes the fast path uses
 regex.py    RuleRegex                 RE2, the engine every rule regex runs on
 pack/       the bundled rule pack (package data; the checkout's top-level rules/ links here)
 """
 
 from .files import check_rules, default_policy_path, default_rules_dir, load_rules
-from .ruleset import RuleSet
+from .matcher import Matcher, MemoMatcher
+from .ruleset import BatchMatch, RuleSet
+from .shapes import LINE_START_RE
 
-__all__ = ["RuleSet", "check_rules", "default_policy_path", "default_rules_dir", "load_rules"]
+__all__ = [
+    "LINE_START_RE",
+    "BatchMatch",
+    "Matcher",
+    "MemoMatcher",
+    "RuleSet",
+    "check_rules",
+    "default_policy_path",
+    "default_rules_dir",
+    "load_rules",
+]

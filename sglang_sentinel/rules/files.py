@@ -17,14 +17,7 @@ from sglang_sentinel.errors import RuleError
 from sglang_sentinel.facts import BY_NAME, FACT_TYPES, FactType
 from sglang_sentinel.model import FactValue
 from sglang_sentinel.rules.regex import RegexError, RuleRegex
-from sglang_sentinel.rules.ruleset import (
-    SCOPES,
-    FactSpec,
-    Rule,
-    RuleSet,
-    Sample,
-    Scope,
-)
+from sglang_sentinel.rules.ruleset import SCOPES, FactSpec, Rule, RuleSet, Sample, Scope
 from sglang_sentinel.rules.shapes import split_prefix
 from sglang_sentinel.yamlfile import YamlError, load_yaml
 

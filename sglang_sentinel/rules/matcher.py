@@ -10,7 +10,7 @@ The pipeline asks every line of a unit what the rules make of it, so this is the
   batch line (one runtime rule, only runtime facts, conversion cannot fail) with a `BatchMatch`,
   whose facts the caller converts only if that line is still the newest of its kind.
 
-tests/test_matcher.py checks, property-based, that the two agree on any line.
+tests/rules/test_matcher.py checks, property-based, that the two agree on any line.
 """
 
 from __future__ import annotations

@@ -5,7 +5,23 @@ diff.py    diff_server_args    version-independent settings, a rename-aware fiel
                                CUDA-graph switches across versions
 """
 
-from .diff import diff_server_args
-from .parse import parse_server_args
+from .diff import (
+    SWITCHES,
+    diff_server_args,
+    normalized_settings,
+    setting_flags,
+    switch_flags,
+    switched_off_by,
+)
+from .parse import BalanceScanner, parse_server_args
 
-__all__ = ["diff_server_args", "parse_server_args"]
+__all__ = [
+    "SWITCHES",
+    "BalanceScanner",
+    "diff_server_args",
+    "normalized_settings",
+    "parse_server_args",
+    "setting_flags",
+    "switch_flags",
+    "switched_off_by",
+]

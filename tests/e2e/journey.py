@@ -31,7 +31,7 @@ CLONE = "/root/sglang-sentinel"
 SERVICE = "sglang-sentinel.service"
 EXAMPLE_UNIT = "sglang-qwen.service"  # the unit the README's commands name
 SECRET = "sk-EXAMPLE-not-a-real-key"
-STANDIN = f"/usr/bin/python3 {CLONE}/tests/standin_sglang.py"
+STANDIN = f"/usr/bin/python3 {CLONE}/tests/support/standin_sglang.py"
 # The seed fixture's command lines (tests/fixtures/seed-flag-change/scenario.json), so the
 # stand-in's _CMDLINE looks like SGLang's and carries an --api-key that must never leak.
 FLAGS = (

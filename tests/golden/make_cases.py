@@ -1,7 +1,7 @@
 """Writes the journal exports of the synthetic golden cases (deterministic: fixed ids and times).
 
 Run from the repository root after changing a case: `.venv/bin/python tests/golden/make_cases.py`,
-then `.venv/bin/pytest tests/test_golden.py --update-golden` and review the diff.
+then `.venv/bin/pytest tests/golden/test_golden.py --update-golden` and review the diff.
 """
 
 from __future__ import annotations

@@ -1,0 +1,246 @@
+"""Comparison: a startup record against its baseline, under a policy, yields findings.
+
+Findings name what changed and carry evidence (launch.py: flags, server_args fields, free GPU
+memory). Evidence, not blame: nothing here claims that a flag caused a drop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from ..evidence import fmt_value, invalid_fact_text
+from ..model import Comparison, Evidence, Finding, Severity, StartupRecord
+from ..serverargs import switch_flags, switched_off_by
+from ..text import duration
+from .launch import common_evidence, flag_names, is_number
+from .policy import DROP_CHECKS, STALL_BASELINE_MULTIPLE, STALL_MIN_SECONDS, SWITCH_CHECKS, Policy
+from .runtime_checks import decode_result, runtime_findings
+
+
+def compare(
+    record: StartupRecord,
+    baseline: StartupRecord | None,
+    kind: Literal["pinned", "previous"] | None,
+    policy: Policy,
+    now: float | None = None,
+) -> Comparison:
+    """Compare `record` with `baseline`; a startup still starting yields no findings yet, except
+    `startup_stalled` when `now` (unix seconds) is past its policy time."""
+    findings: list[Finding] = []
+    if record.outcome == "starting" and now is not None:
+        stalled = _stall_finding(record, baseline, policy, now)
+        if stalled is not None:
+            findings.append(stalled)
+    evidence = tuple(common_evidence(record, baseline)) if baseline is not None else ()
+    if record.outcome == "failed" and policy.enabled("startup_failed"):
+        findings.append(
+            Finding(
+                check="startup_failed",
+                severity=policy.severity("startup_failed"),
+                baseline=baseline.outcome if baseline else None,
+                current="failed",
+                message=f"startup failed: {record.failure_reason or 'no reason logged'}",
+                evidence=evidence,
+            )
+        )
+    decode = decode_result(record, baseline if baseline is not record else None, policy)
+    # Only the fact_invalid notes: a record carries other notes too (clock_skew).
+    invalid = tuple(n for n in record.notes if n.kind == "fact_invalid")
+    if invalid and record.outcome != "starting" and policy.enabled("fact_invalid"):
+        findings.append(
+            Finding(
+                check="fact_invalid",
+                severity=policy.severity("fact_invalid"),
+                baseline=None,
+                current=tuple(str(n.field) for n in invalid),
+                message="facts reported with impossible values, recorded as null: "
+                + "; ".join(invalid_fact_text(n) for n in invalid),
+                evidence=invalid,
+            )
+        )
+    if record.outcome != "ready" or baseline is None or baseline is record:
+        return Comparison(
+            record, baseline, kind if baseline else None, tuple(findings), decode=decode
+        )
+    for check, (fact, label) in DROP_CHECKS.items():
+        f = _drop_finding(check, fact, label, record, baseline, policy, evidence)
+        if f:
+            findings.append(f)
+    for check, (fact, label) in SWITCH_CHECKS.items():
+        f = _switch_finding(check, fact, label, record, baseline, policy, evidence)
+        if f:
+            findings.append(f)
+    f = _moe_finding(record, baseline, policy, evidence)
+    if f:
+        findings.append(f)
+    f = _missing_finding(record, baseline, policy)
+    if f:
+        findings.append(f)
+    findings.extend(runtime_findings(record, baseline, policy, evidence, decode))
+    return Comparison(record, baseline, kind, tuple(findings), decode=decode)
+
+
+def stall_after(baseline: StartupRecord | None, policy: Policy) -> float:
+    """Seconds after its start at which a startup still starting is stalled."""
+    settings = policy.checks.get("startup_stalled", {})
+    multiple = float(settings.get("baseline_multiple", STALL_BASELINE_MULTIPLE))
+    floor = float(settings.get("min_seconds", STALL_MIN_SECONDS))
+    took = baseline.fact("startup_seconds") if baseline is not None else None
+    if is_number(took):
+        assert isinstance(took, int | float)
+        return max(floor, multiple * float(took))
+    return floor
+
+
+def _stall_finding(
+    record: StartupRecord, baseline: StartupRecord | None, policy: Policy, now: float
+) -> Finding | None:
+    if not policy.enabled("startup_stalled"):
+        return None
+    limit = stall_after(baseline, policy)
+    elapsed = now - record.started_at
+    if elapsed < limit:
+        return None
+    took = baseline.fact("startup_seconds") if baseline is not None else None
+    base = (
+        f"the baseline was ready in {duration(float(took))}"  # type: ignore[arg-type]
+        if is_number(took)
+        else "no baseline time"
+    )
+    return Finding(
+        check="startup_stalled",
+        severity=policy.severity("startup_stalled"),
+        baseline=took,
+        current=round(elapsed, 3),
+        message=f"still starting after {duration(elapsed)} (limit {duration(limit)}; {base}): "
+        "neither ready nor failed",
+    )
+
+
+def _drop_finding(
+    check: str,
+    fact: str,
+    label: str,
+    record: StartupRecord,
+    baseline: StartupRecord,
+    policy: Policy,
+    evidence: tuple[Evidence, ...],
+) -> Finding | None:
+    old, new = baseline.fact(fact), record.fact(fact)
+    if not policy.enabled(check) or not is_number(old) or not is_number(new) or old <= 0:  # type: ignore[operator]
+        return None
+    assert isinstance(old, int | float) and isinstance(new, int | float)
+    drop = (old - new) / old * 100
+    settings = policy.checks.get(check, {})
+    if drop >= float(settings.get("critical_drop_percent", 20)):
+        severity: Severity = "critical"
+    elif drop >= float(settings.get("warning_drop_percent", 5)):
+        severity = "warning"
+    else:
+        return None
+    return Finding(
+        check=check,
+        severity=severity,
+        baseline=old,
+        current=new,
+        message=f"{label} {fmt_value(old)} → {fmt_value(new)} (−{drop:.0f} %)",
+        evidence=evidence,
+    )
+
+
+def _switch_finding(
+    check: str,
+    fact: str,
+    label: str,
+    record: StartupRecord,
+    baseline: StartupRecord,
+    policy: Policy,
+    evidence: tuple[Evidence, ...],
+) -> Finding | None:
+    if (
+        not policy.enabled(check)
+        or baseline.fact(fact) is not True
+        or record.fact(fact) is not False
+    ):
+        return None
+    message = f"{label} on → off"
+    detail = _self_set_detail(fact, record)
+    if detail:
+        message += f"; {detail}"
+    reason = (
+        record.fact("piecewise_cuda_graph_disabled_reason")
+        if fact == "piecewise_cuda_graph"
+        else None
+    )
+    extra = (
+        (Evidence("logged_by_sglang", field="piecewise_cuda_graph_disabled_reason", new=reason),)
+        if reason
+        else ()
+    )
+    return Finding(
+        check=check,
+        severity=policy.severity(check),
+        baseline=True,
+        current=False,
+        message=message,
+        evidence=extra + evidence,
+    )
+
+
+def _self_set_detail(fact: str, record: StartupRecord) -> str | None:
+    """Name the server_args setting that turned `fact` off and whether the command line asked."""
+    off = switched_off_by(record.server_args, fact)
+    if off is None:
+        return None
+    name, value = off
+    setting = f"{name}={value!r}"
+    if not record.launch_flags:
+        return f"{setting} in server_args (command line not seen)"
+    given = flag_names(record)
+    asked = [flag for flag in switch_flags(fact) if flag in given]
+    if asked:
+        return f"{setting}: {asked[0]} is on the command line"
+    return f"{setting} not on the command line: set by SGLang"
+
+
+def _moe_finding(
+    record: StartupRecord, baseline: StartupRecord, policy: Policy, evidence: tuple[Evidence, ...]
+) -> Finding | None:
+    now = record.fact("moe_config_missing")
+    before = baseline.fact("moe_config_missing")
+    if not policy.enabled("moe_config_missing") or not isinstance(now, tuple):
+        return None
+    old = set(before) if isinstance(before, tuple) else set()
+    new = [name for name in now if name not in old]
+    if not new:
+        return None
+    return Finding(
+        check="moe_config_missing",
+        severity=policy.severity("moe_config_missing"),
+        baseline=tuple(sorted(old)),
+        current=tuple(now),
+        message='Triton MoE kernel config missing (untuned, "sub-optimal"): ' + ", ".join(new),
+        evidence=evidence,
+    )
+
+
+def _missing_finding(
+    record: StartupRecord, baseline: StartupRecord, policy: Policy
+) -> Finding | None:
+    if not policy.enabled("fact_missing"):
+        return None
+    watched: Sequence[str] = policy.checks.get("fact_missing", {}).get("facts", ())
+    missing = [f for f in watched if baseline.fact(f) is not None and record.fact(f) is None]
+    if not missing:
+        return None
+    return Finding(
+        check="fact_missing",
+        severity=policy.severity("fact_missing"),
+        baseline=tuple(missing),
+        current=None,
+        message="not seen in this startup although the baseline had them: "
+        + ", ".join(missing)
+        + " (a rule may no longer match this SGLang version)",
+        evidence=(),
+    )

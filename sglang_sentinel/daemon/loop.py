@@ -1,0 +1,675 @@
+"""`sentinel run`: follow the journal, keep state, serve metrics, talk to systemd.
+
+The loop polls the journal's inotify fd and a signal wake-up pipe together, so it sleeps until
+the journal changes or a signal arrives; it never sleeps-and-polls the journal. Each drained
+batch is committed with its cursor in one transaction (see state/store.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import select
+import signal
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from types import FrameType
+from typing import Any, Protocol, TypeVar
+
+from prometheus_client import CollectorRegistry, make_wsgi_app
+from systemd import daemon as sd
+
+from .. import __version__
+from ..compare import Policy, collect_status, evaluate, stall_after
+from ..config import Config, plan_reload
+from ..errors import ConfigError, JournalError, RuleError, SentinelError, StateError
+from ..logs import Logger, configure_logging
+from ..model import Comparison, Finding, Stats
+from ..outputs import render_page
+from ..pipeline import CommitFailed, Pipeline, load_rules_and_policy, source_key
+from ..rules import RuleSet
+from ..sources import JournalSource
+from ..state import StateStore
+from .alerts import AlertPusher, default_instance
+from .http import BoundedWSGIServer, make_metrics_server
+from .metrics import SentinelCollector, UnitView
+
+log = Logger("sglang_sentinel")
+
+BATCH = 5_000  # entries between commits while catching up
+# Longest stretch of reading between looks at signals, the watchdog and the commit: a SIGTERM
+# or a watchdog ping never waits for a whole batch of long lines.
+SLICE_S = 0.25
+# Retries of a failed commit (database locked, disk full): first after this, doubling up to
+# the cap; the records wait in memory and reading pauses meanwhile.
+RETRY_FIRST_S = 0.5
+RETRY_MAX_S = 30.0
+# How long one commit waits for another process's write lock before it counts as failed.
+BUSY_TIMEOUT_S = 1.0
+HOUSEKEEPING_S = 1.0  # longest sleep: pin changes, watchdog, status
+ANNOUNCED_KEPT = 256  # startups whose last logged outcome/findings are remembered
+
+
+# The page forbids loading anything; the header repeats the page's own meta policy.
+_PAGE_HEADERS = [
+    ("Content-Type", "text/html; charset=utf-8"),
+    ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:"),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Cache-Control", "no-store"),
+]
+PAGE_REFRESH_S = 30
+
+
+def _landing(app: Callable[..., Any], page: Callable[[], str]) -> Callable[..., Any]:
+    """`/metrics` to the exporter, `/` to the status page, anything else 404."""
+
+    def wsgi(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        path = environ.get("PATH_INFO", "/")
+        if path == "/metrics":
+            return app(environ, start_response)
+        if path in ("/", ""):
+            try:
+                body = page().encode()
+            except SentinelError as exc:
+                log.error("status_page_failed", error=str(exc))
+                start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
+                return [b"status page unavailable; see the sentinel's log\n"]
+            start_response("200 OK", _PAGE_HEADERS)
+            return [body]
+        start_response("404 Not Found", [("Content-Type", "text/plain")])
+        return [b"not found; see / or /metrics\n"]
+
+    return wsgi
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Snapshot:
+    """Per-unit views of the committed state, replaced whole after each commit."""
+
+    views: tuple[UnitView, ...] = ()
+    pinned: frozenset[str] = frozenset()
+
+
+class FindingSink(Protocol):
+    """Where the open findings go besides the log and /metrics (the Alertmanager pusher)."""
+
+    def start(self) -> None: ...
+
+    def update(self, comparisons: Sequence[Comparison]) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+# Builds the sink for a configuration (None: nothing to push to); called at start and again
+# when a reload changes the alertmanager settings.
+SinkFactory = Callable[[Config, Stats], "FindingSink | None"]
+
+
+def alert_pusher(config: Config, stats: Stats) -> AlertPusher | None:
+    """The Alertmanager pusher of `config`, or None when it names no Alertmanager."""
+    if not config.alertmanager.urls:
+        return None
+    return AlertPusher(
+        config.alertmanager,
+        stats=stats,
+        instance=default_instance(config.listen),
+        generator_url=f"http://{config.listen}/metrics",
+    )
+
+
+_D = TypeVar("_D", bound="Daemon")
+
+
+class Daemon:
+    """One running sentinel: pipeline + metrics endpoint + systemd notifications.
+
+    It is handed its parts: the pipeline (which holds the journal source and the state store it
+    commits to), the registry its collector joins, how to build the alert sink, the wall clock
+    and how SIGHUP re-reads the configuration. `from_config` builds them from a Config.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        pipeline: Pipeline,
+        *,
+        registry: CollectorRegistry | None = None,
+        sinks: SinkFactory = alert_pusher,
+        loader: Callable[[], Config] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.pipeline = pipeline
+        # The pipeline's own source, store and counters: one of each, whoever holds it.
+        self.source = pipeline.source
+        self.store = pipeline.store
+        self.stats = pipeline.stats
+        self._clock = clock
+        self._sinks = sinks
+        # How SIGHUP re-reads the configuration: the CLI passes its own loader so that command
+        # line overrides (--listen, --state-dir, ...) apply again and are not seen as changes.
+        self._loader = loader
+        self._stop = False
+        self._reload = False
+        self._server: BoundedWSGIServer | None = None
+        self._data_version = -1
+        self._last_status = ""
+        self._watchdog_s = _watchdog_interval()
+        self._last_ping = 0.0
+        # invocation -> (outcome, checks) last logged, for the most recent startups only.
+        self._announced: dict[str, tuple[str, tuple[str, ...] | None]] = {}
+        self.pusher: FindingSink | None = None
+        # unit -> open check id -> invocation (8 hex), for finding_raised / finding_cleared
+        self._open_findings: dict[str, dict[str, str]] = {}
+        self._pins: dict[str, str] = {}  # unit -> pinned invocation, to log the CLI's (un)pins
+        self._page_lock = threading.Lock()
+        # A failed commit: when to retry it, the next wait, and the failures in this episode.
+        self._view_faults: set[tuple[str, str]] = set()
+        self._retry_at: float | None = None
+        self._retry_wait = RETRY_FIRST_S
+        self._failed_commits = 0
+        if registry is None:
+            registry = CollectorRegistry(auto_describe=False)
+        registry.register(
+            SentinelCollector(
+                views=self.views,
+                stats=self.stats,
+                rule_hits=lambda: dict(self.pipeline.tracker.rule_hits),
+                policy=lambda: self.policy,
+                baselines_pinned=lambda: set(self._snapshot.pinned),
+                gpu=lambda: self.config.gpu or "",
+            )
+        )
+        self.registry = registry
+        self._snapshot = _Snapshot()
+
+    @classmethod
+    def from_config(
+        cls: type[_D],
+        config: Config,
+        *,
+        loader: Callable[[], Config] | None = None,
+        clock: Callable[[], float] = time.time,
+        sinks: SinkFactory = alert_pusher,
+    ) -> _D:
+        """The daemon `config` describes: its rules and policy, state store, journal source and
+        pipeline, a registry of its own and the Alertmanager pusher."""
+        rules, policy = load_rules_and_policy(config)
+        store = StateStore(config.state_dir, busy_timeout=BUSY_TIMEOUT_S)
+        source = JournalSource(
+            config.targets,
+            directory=config.journal.directory,
+            files=config.journal.files,
+            docker_units=config.docker_units,
+        )
+        pipeline = Pipeline(
+            source,
+            rules,
+            policy,
+            store,
+            source_key=source_key(config),
+            stats=Stats(),
+            checkpoint_interval=config.checkpoint_interval_seconds,
+        )
+        return cls(config, pipeline, sinks=sinks, loader=loader, clock=clock)
+
+    @property
+    def rules(self) -> RuleSet:
+        return self.pipeline.rules
+
+    @property
+    def policy(self) -> Policy:
+        return self.pipeline.policy
+
+    # -- what the exporter and alerts see ---------------------------------------------------------
+
+    def views(self) -> tuple[UnitView, ...]:
+        """What the exporter, the status line and the alerts show: the last published snapshot.
+
+        Scrapes run on the HTTP thread; they read this immutable snapshot and never the SQLite
+        connection the loop writes through, so a scrape cannot see a row a failed transaction
+        later rolls back.
+        """
+        return self._snapshot.views
+
+    def publish(self) -> None:
+        """Rebuild the snapshot from committed state (loop thread only, after a commit)."""
+        views = []
+        for unit in self.config.targets:
+            latest = self.store.latest(unit)
+            decided = (
+                latest
+                if latest and latest.outcome != "starting"
+                else self.store.latest(unit, decided=True)
+            )
+            comparison = None
+            starting = None
+            try:
+                if decided is not None:
+                    comparison = self.pipeline.evaluator(self.store, decided, self.policy)
+                if latest is not None and latest.outcome == "starting":
+                    starting = evaluate(self.store, latest, self.policy, now=self._clock())
+            except Exception as exc:  # one unit's fault never empties /metrics
+                self._view_failed(unit, exc)
+            runtime = (
+                self.pipeline.runtime.get(comparison.record.invocation_id) if comparison else None
+            )
+            views.append(
+                UnitView(
+                    unit=unit,
+                    comparison=comparison,
+                    in_progress=starting is not None,
+                    outcome_counts=self.store.outcome_counts(unit),
+                    starting=starting,
+                    runtime=runtime.facts if runtime is not None else {},
+                )
+            )
+        self._snapshot = _Snapshot(tuple(views), frozenset(self.store.baselines()))
+
+    def _view_failed(self, unit: str, exc: Exception) -> None:
+        key = (unit, type(exc).__name__)
+        if key in self._view_faults:
+            errors = self.stats.processing_errors
+            errors["metrics"] = errors.get("metrics", 0) + 1
+            return  # logged once per unit and kind; every scrape would repeat it
+        self._view_faults.add(key)
+        self.pipeline._failed("metrics", exc, unit=unit)
+
+    def status_page(self) -> str:
+        """The page served at `/`: the same renderer as `sentinel report --html`."""
+        # A read-only connection of its own per request, opened and closed on the HTTP thread
+        # serving it: it sees committed state only, and an SQLite connection must not move
+        # between threads. The lock renders one page at a time.
+        with self._page_lock:
+            store = StateStore(self.config.state_dir, readonly=True)
+            try:
+                statuses = collect_status(
+                    store, self.config.targets, self.policy, now=self._clock()
+                )
+            except sqlite3.Error as exc:
+                raise StateError(f"status page: cannot read the state: {exc}") from exc
+            finally:
+                store.close()
+        return render_page(
+            statuses,
+            generated_at=time.time(),
+            version=__version__,
+            refresh_seconds=PAGE_REFRESH_S,
+            metrics_link=True,
+        )
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def serve(self) -> None:
+        host, port = self.config.listen.host, self.config.listen.port
+        try:
+            server = make_metrics_server(
+                host, port, _landing(make_wsgi_app(self.registry), self.status_page)
+            )
+        except OSError as exc:
+            raise SentinelError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+        self._server = server
+        threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
+        log.info("metrics_listening", address=f"{host}:{server.server_port}")
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return int(self._server.server_port)
+
+    def run(self) -> int:
+        self.source.open()
+        # The local journal starts at this boot; a journal directory or file (another machine's,
+        # a copy) is read from its beginning.
+        local = self.config.journal.directory is None and not self.config.journal.files
+        self.pipeline.resume(
+            from_boot_start=local, max_age_seconds=self.config.max_replay_age_seconds
+        )
+        self.stats.cursor_resets = self.store.counter("cursor_resets")
+        self.publish()
+        self._remember_announced()
+        self.serve()
+        self._restart_pusher()
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        old_fd = signal.set_wakeup_fd(wake_w)
+        handlers = self._install_signals()
+        sd.notify("READY=1")
+        log.info("sentinel_started", units=list(self.config.targets), version=__version__)
+        try:
+            self._loop(wake_r)
+        finally:
+            sd.notify("STOPPING=1")
+            self._shutdown()
+            signal.set_wakeup_fd(old_fd)
+            for sig, h in handlers.items():
+                signal.signal(sig, h)
+            os.close(wake_r)
+            os.close(wake_w)
+        log.info("sentinel_stopped")
+        return 0
+
+    def _install_signals(self) -> dict[int, Any]:
+        def on_term(signum: int, frame: FrameType | None) -> None:
+            self._stop = True
+
+        def on_hup(signum: int, frame: FrameType | None) -> None:
+            self._reload = True
+
+        previous: dict[int, Any] = {}
+        for sig, fn in (
+            (signal.SIGTERM, on_term),
+            (signal.SIGINT, on_term),
+            (signal.SIGHUP, on_hup),
+        ):
+            previous[sig] = signal.signal(sig, fn)
+        return previous
+
+    def _loop(self, wake_r: int) -> None:
+        poller = select.poll()
+        poller.register(self.source.fileno(), self.source.poll_events())
+        poller.register(wake_r, select.POLLIN)
+        self._drain()  # catch up with what is already there
+        longest_sleep_s = HOUSEKEEPING_S
+        if self._watchdog_s:
+            # Wake often enough to ping at half the interval even when the journal is idle;
+            # a quarter leaves room for timer slack (a wake at 99 ms must not skip a ping).
+            longest_sleep_s = min(longest_sleep_s, self._watchdog_s / 4)
+        while not self._stop:
+            timeout_ms = max(1, int(longest_sleep_s * 1000))
+            journal_ms = self.source.timeout_ms()
+            if journal_ms is not None:
+                timeout_ms = min(timeout_ms, journal_ms)
+            if self._retry_at is not None:
+                wait_ms = int((self._retry_at - time.monotonic()) * 1000)
+                timeout_ms = max(1, min(timeout_ms, wait_ms))
+            poller.poll(timeout_ms)
+            try:
+                while os.read(wake_r, 512):
+                    pass
+            except BlockingIOError:
+                pass
+            if self._stop:
+                break
+            self.source.acknowledge_changes()
+            self._drain()
+            if self._reload:
+                self._reload = False
+                self.reload()
+            self._housekeeping()
+
+    def _drain(self) -> None:
+        """Read and commit everything available now, in slices of at most BATCH entries and
+        SLICE_S seconds; while a commit keeps failing, retry it with backoff and read nothing."""
+        while not self._stop:
+            if self._retry_at is not None and (
+                time.monotonic() < self._retry_at or not self._commit()
+            ):
+                return
+            try:
+                n = self.pipeline.process(
+                    limit=BATCH,
+                    deadline=time.monotonic() + SLICE_S,
+                    stop=lambda: self._stop,
+                )
+            except JournalError as exc:
+                self.stats.journal_up = False
+                log.error("journal_read_failed", error=str(exc))
+                return
+            self.stats.journal_up = True
+            caught_up = n == 0 or (n < BATCH and not self.pipeline.cut_short)
+            if not self._commit(caught_up=caught_up):
+                return
+            if caught_up:
+                self.stats.processing_lag_seconds = 0.0
+                return
+            if self.stats.last_entry_realtime is not None:
+                self.stats.processing_lag_seconds = max(
+                    0.0, time.time() - self.stats.last_entry_realtime
+                )
+            self._ping_watchdog()
+
+    def _commit(self, *, caught_up: bool = False) -> bool:
+        """Commit what was read; on failure schedule a retry and say False."""
+        try:
+            comparisons = self.pipeline.commit(caught_up=caught_up)
+        except CommitFailed as exc:
+            self._failed_commits += 1
+            if self._failed_commits == 1:
+                log.error(
+                    "commit_failed",
+                    error=str(exc),
+                    pending_startups=self.pipeline.tracker.dirty_count,
+                    action="keeping the records and the cursor; retrying",
+                )
+            self._ping_watchdog()  # a fault of the disk is not a hang of the loop
+            self._retry_at = time.monotonic() + self._retry_wait
+            self._retry_wait = min(self._retry_wait * 2, RETRY_MAX_S)
+            return False
+        if self._failed_commits:
+            log.info("commit_recovered", failed_attempts=self._failed_commits)
+        self._retry_at, self._retry_wait, self._failed_commits = None, RETRY_FIRST_S, 0
+        self._after_commit(comparisons)
+        return True
+
+    def _after_commit(self, comparisons: Sequence[Comparison]) -> None:
+        for c in comparisons:
+            r = c.record
+            if r.outcome == "starting":
+                continue
+            # Runtime lines (batch stats) re-save a ready startup every few seconds; announce it
+            # and its findings only when the outcome or the set of findings changed.
+            announced = (r.outcome, tuple(f.check for f in c.findings))
+            before = self._announced.get(r.invocation_id)
+            if before == announced or before == (r.outcome, None):
+                self._announced[r.invocation_id] = announced
+                continue
+            self._announced[r.invocation_id] = announced
+            if len(self._announced) > ANNOUNCED_KEPT:
+                del self._announced[next(iter(self._announced))]
+            log.info(
+                "startup_recorded",
+                unit=r.unit,
+                invocation=r.invocation_id[:8],
+                outcome=r.outcome,
+                max_running_requests=r.facts.get("max_running_requests"),
+                findings=[f.check for f in c.findings],
+            )
+        if comparisons or self.pipeline.last_saved:
+            self.publish()
+            self._sync_findings()
+
+    def _remember_announced(self) -> None:
+        """Take what an earlier run already logged from the state: the recent startups' outcomes
+        and findings, each unit's open findings and the pins. A restart (or a replay after a
+        cursor reset) then logs startup_recorded / finding_raised only for what is new."""
+        for r in self.store.startups(self.config.units)[-ANNOUNCED_KEPT:]:
+            if r.outcome == "starting":
+                continue
+            # Logged by an earlier run with findings not known here (comparisons are not
+            # stored, and comparing hundreds of startups would delay the start): a later save
+            # with the same outcome is not announced again; finding_raised / finding_cleared
+            # still say what changed in the unit's open findings.
+            self._announced[r.invocation_id] = (r.outcome, None)
+        for view in self.views():  # as _sync_findings computes a unit's open set
+            now: dict[str, str] = {}
+            for c in (view.comparison, view.starting):
+                if c is not None:
+                    now.update({f.check: c.record.invocation_id[:8] for f in c.findings})
+            self._open_findings[view.unit] = now
+        # From now on a commit by another process (the CLI's pin) changes data_version.
+        self._data_version = self.store.data_version()
+        self._pins = {unit: inv for unit, (inv, _) in self.store.baselines().items()}
+
+    def _log_pin_changes(self) -> None:
+        """baseline_pinned / baseline_unpinned for pins another process (the CLI) changed."""
+        pins = {unit: inv for unit, (inv, _) in self.store.baselines().items()}
+        for unit in sorted(self.config.units):
+            before, now = self._pins.get(unit), pins.get(unit)
+            if now is not None and now != before:
+                log.info("baseline_pinned", unit=unit, invocation=now[:8])
+            elif now is None and before is not None:
+                log.info("baseline_unpinned", unit=unit, invocation=before[:8])
+        self._pins = pins
+
+    def _sync_findings(self) -> None:
+        """Log findings raised/cleared per unit and hand the open set to the alert pusher.
+
+        A unit's open set is the findings of its latest decided startup plus `startup_stalled`
+        of the startup under way, once that one has been starting for too long.
+        """
+        wanted: list[Comparison] = []
+        for view in self.views():
+            unit = view.unit
+            now: dict[str, tuple[str, Finding]] = {}
+            for c in (view.comparison, view.starting):
+                if c is not None:
+                    if c is view.comparison or c.findings:
+                        wanted.append(c)
+                    inv = c.record.invocation_id[:8]
+                    now.update({f.check: (inv, f) for f in c.findings})
+            before = self._open_findings.get(unit, {})
+            for check in sorted(now.keys() - before.keys()):
+                inv, f = now[check]
+                log.warning(
+                    "finding_raised",
+                    unit=unit,
+                    invocation=inv,
+                    check=check,
+                    severity=f.severity,
+                    message=f.message,
+                )
+            for check in sorted(before.keys() - now.keys()):
+                log.info("finding_cleared", unit=unit, invocation=before[check], check=check)
+            self._open_findings[unit] = {check: inv for check, (inv, _) in now.items()}
+        if self.pusher is not None:
+            self.pusher.update(wanted)
+
+    def _stall_due(self) -> bool:
+        """True when a startup under way has passed its stall time since the last snapshot."""
+        now = self._clock()
+        for view in self.views():
+            c = view.starting
+            if (
+                c is not None
+                and not c.findings
+                and now - c.record.started_at >= stall_after(c.baseline, self.policy)
+            ):
+                return True
+        return False
+
+    def _housekeeping(self) -> None:
+        self.store.check_file()  # a deleted database: stop loudly rather than write to nothing
+        version = self.store.data_version()
+        if version != self._data_version:
+            self.publish()
+            if self._data_version != -1:
+                log.info("state_changed_externally", reason="baseline pinned or unpinned")
+                self._log_pin_changes()
+                self._sync_findings()
+            self._data_version = version
+        # The stall timer (the loop wakes at least every HOUSEKEEPING_S): a startup that logs
+        # nothing more still becomes stalled on time.
+        if self._stall_due():
+            self.publish()
+            self._sync_findings()
+        self._ping_watchdog()
+        self._update_status()
+
+    def _ping_watchdog(self) -> None:
+        # Called only from the loop, so a hung loop stops the pings and systemd restarts us.
+        now = time.monotonic()
+        if self._watchdog_s and now - self._last_ping >= self._watchdog_s / 2:
+            sd.notify("WATCHDOG=1")
+            self._last_ping = now
+
+    def _update_status(self) -> None:
+        parts = []
+        for view in self.views():
+            c = view.comparison
+            if c is None:
+                parts.append(f"{view.unit}: no startup yet")
+                continue
+            base = c.baseline_kind or "no baseline"
+            parts.append(f"{view.unit}: {c.record.outcome}, {len(c.findings)} finding(s) vs {base}")
+        status = "; ".join(parts)
+        if status != self._last_status:
+            sd.notify(f"STATUS={status}")
+            self._last_status = status
+
+    def reload(self) -> None:
+        """SIGHUP: re-read config, rules and policy; keep the old set if the new one is invalid.
+
+        Every setting that can change in a running process is applied; the ones bound at start
+        (what is read, where state lives, the listening socket, where reading starts) are named
+        and kept until restart. config.reload.ON_RELOAD has the decision for every key.
+        """
+        try:
+            loaded = self._loader() if self._loader else self.config
+            rules, policy = load_rules_and_policy(loaded)
+        except (ConfigError, RuleError) as exc:
+            self.stats.rule_load_errors += 1
+            log.error("reload_rejected", problems=exc.problems)
+            return
+        old = self.config
+        plan = plan_reload(old, loaded)
+        config = self.config = plan.config
+        self.pipeline.set_rules(rules)
+        self.pipeline.policy = policy
+        self.pipeline.checkpoint_interval = config.checkpoint_interval_seconds
+        configure_logging(config.log.format, config.log.level)
+        if config.alertmanager != old.alertmanager:
+            self._restart_pusher()
+        # The policy may judge the same startups differently now: the findings it raises or
+        # clears are logged and pushed at once (a new pusher gets the open ones), not at the
+        # next journal entry.
+        self.publish()
+        self._sync_findings()
+        if plan.needs_restart:
+            log.warning("reload_partial", needs_restart=list(plan.needs_restart))
+        log.info("reload_done", rules=len(rules.rules), applied=list(plan.applied))
+
+    def _restart_pusher(self) -> None:
+        """(Re)create the alert sink from the current alertmanager settings."""
+        if self.pusher is not None:
+            self.pusher.stop()
+            self.pusher = None
+        self.pusher = self._sinks(self.config, self.stats)
+        if self.pusher is not None:
+            self.pusher.start()
+
+    def _shutdown(self) -> None:
+        # One last try; when it fails nothing of it is stored (the cursor neither), so the next
+        # start reads those entries again.
+        try:
+            self.pipeline.commit(force=True)
+        except SentinelError as exc:
+            log.error(
+                "final_commit_failed", error=str(exc), action="entries are read again on start"
+            )
+        if self.pusher is not None:
+            self.pusher.stop()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        self.source.close()
+        self.store.close()
+
+
+def _watchdog_interval() -> float:
+    usec = os.environ.get("WATCHDOG_USEC")
+    pid = os.environ.get("WATCHDOG_PID")
+    if not usec or (pid and pid != str(os.getpid())):
+        return 0.0
+    try:
+        return int(usec) / 1e6
+    except ValueError:
+        return 0.0
+
+
+def run_daemon(config: Config, *, loader: Callable[[], Config] | None = None) -> int:
+    configure_logging(config.log.format, config.log.level)
+    return Daemon.from_config(config, loader=loader).run()

@@ -1,0 +1,17 @@
+"""Outputs: what a person reads, rendered from comparisons and unit statuses (compare/).
+
+report.py  render_report, scan_json  the command line's text and --json
+page.py    render_page               the status page (the daemon's `/`, `sentinel report --html`)
+"""
+
+from .page import render_page
+from .report import render_diff, render_report, render_startups, scan_json, startup_json
+
+__all__ = [
+    "render_diff",
+    "render_page",
+    "render_report",
+    "render_startups",
+    "scan_json",
+    "startup_json",
+]
