@@ -1,7 +1,7 @@
 # The README's commands. Every target uses .venv/bin/... directly; bootstrap prepares it.
 BIN := .venv/bin
 
-.PHONY: bootstrap bootstrap-test demo test test-pythons check bench bench-smoke ci dashboard facts-doc e2e soak
+.PHONY: bootstrap bootstrap-test demo test test-pythons check bench bench-smoke ci dashboard facts-doc e2e soak prometheusrule
 
 # What demo and check need; bootstrap-test adds the test peers (prometheus, alertmanager,
 # mtail, sqlite3), used as binaries with their services left disabled.
@@ -28,6 +28,7 @@ check: bootstrap
 	$(BIN)/sentinel rules check
 	$(BIN)/python -m tools.grafana --check
 	$(BIN)/python -m sglang_sentinel.facts --check
+	$(BIN)/python -m tools.prometheusrule --check
 
 # Regenerate docs/architecture.md's facts table from sglang_sentinel/facts.py.
 facts-doc: bootstrap
@@ -37,10 +38,15 @@ facts-doc: bootstrap
 dashboard: bootstrap
 	$(BIN)/python -m tools.grafana
 
+# Regenerate deploy/kubernetes/prometheusrule.yaml from deploy/prometheus/*.yml.
+prometheusrule: bootstrap
+	$(BIN)/python -m tools.prometheusrule
+
 bench: bootstrap-test
 	$(BIN)/python -m bench
 	$(BIN)/python -m bench.lowerbound
 	$(BIN)/python -m bench.decode
+	$(BIN)/python -m bench.files
 
 # A few-second benchmark run for CI, once bench/ has an entry point.
 bench-smoke: bootstrap-test
@@ -48,13 +54,15 @@ bench-smoke: bootstrap-test
 	else echo "bench-smoke: skipped, bench/__main__.py does not exist yet" >&2; fi
 	$(BIN)/python -m bench.lowerbound --smoke
 	$(BIN)/python -m bench.decode --smoke
+	$(BIN)/python -m bench.files --smoke
 
 # The fault suite at full length (minutes): >= 100 SIGKILLs of a following daemon, 10^6
 # generated hostile lines; `make test` runs the same tests shorter.
 soak: bootstrap-test
 	SENTINEL_SOAK_KILLS=100 SENTINEL_HOSTILE_LINES=1000000 $(BIN)/pytest -q -s \
 		tests/daemon/test_daemon_crash.py tests/pipeline/test_hostile_lines.py tests/pipeline/test_faults.py \
-		tests/state/test_state_faults.py tests/pipeline/test_clock.py tests/pipeline/test_fault_suite.py
+		tests/state/test_state_faults.py tests/pipeline/test_clock.py tests/pipeline/test_fault_suite.py \
+		tests/pipeline/test_file_pipeline.py
 
 ci: bootstrap-test
 	$(MAKE) --no-print-directory check

@@ -21,8 +21,10 @@ say() { printf 'bootstrap: %s\n' "$*" >&2; }
 APT_PACKAGES=(make gcc pkg-config libsystemd-dev systemd systemd-journal-remote)
 # What only the tests and benchmarks use: prometheus, prometheus-alertmanager, mtail, sqlite3,
 # the real binaries they cross into; chromium, fonts-dejavu-core: the status page's browser test
-# (headless, with known glyphs).
-PEER_PACKAGES=(prometheus prometheus-alertmanager mtail sqlite3 chromium fonts-dejavu-core)
+# (headless, with known glyphs); docker.io, containerd (its engine, listed so its unit is disabled
+# too), podman and busybox-static (the test image's one binary): the real engine log tests.
+PEER_PACKAGES=(prometheus prometheus-alertmanager mtail sqlite3 chromium fonts-dejavu-core
+    docker.io containerd podman busybox-static)
 case "${1:-}" in
     --test-peers) APT_PACKAGES+=("${PEER_PACKAGES[@]}") ;;
     "") ;;

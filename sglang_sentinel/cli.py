@@ -33,7 +33,7 @@ from .rules import check_rules, default_rules_dir
 from .state import DB_NAME, StateStore, broken_database
 
 if TYPE_CHECKING:
-    from .sources import JournalSource
+    from .sources import Source
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_PENDING = 0, 1, 2, 3, 4
 # `check --wait`: how often the state is re-read while the latest startup is still starting.
@@ -60,15 +60,29 @@ def _common(p: argparse.ArgumentParser, *, units: bool = True) -> None:
             action="append",
             dest="units",
             metavar="UNIT",
-            help="unit to look at (docker:NAME for a container); repeatable "
-            "(default: the configured units and containers)",
+            help="unit to look at (docker:NAME for a container, k8s:NS/WORKLOAD[/CONTAINER] "
+            "for pods); repeatable (default: the configured units, containers and pods)",
         )
         p.add_argument(
             "--container",
             action="append",
             dest="containers",
             metavar="NAME",
-            help="Docker container (journald log driver) to look at, by name; repeatable",
+            help="Docker container to look at, by name (json-file or journald log driver); "
+            "repeatable",
+        )
+        p.add_argument(
+            "--pod",
+            action="append",
+            dest="pods",
+            metavar="NS/WORKLOAD[/CONTAINER]",
+            help="Kubernetes pods to look at, by namespace and workload; repeatable",
+        )
+        p.add_argument(
+            "--docker-root", type=Path, help="Docker's root directory (default /var/lib/docker)"
+        )
+        p.add_argument(
+            "--pod-logs", type=Path, help="the kubelet's pod log directory (default /var/log/pods)"
         )
 
 
@@ -195,10 +209,18 @@ def _load(args: argparse.Namespace) -> Config:
     overrides: dict[str, Any] = {}
     if getattr(args, "state_dir", None):
         overrides["state_dir"] = args.state_dir
-    # --unit and --container together replace the configured selection.
-    if getattr(args, "units", None) or getattr(args, "containers", None):
-        overrides["units"] = list(args.units or [])
+    # --unit, --container and --pod together replace the configured selection (a k8s: unit
+    # is a pod selector).
+    units = list(getattr(args, "units", None) or [])
+    pods = list(getattr(args, "pods", None) or [])
+    if units or getattr(args, "containers", None) or pods:
+        overrides["units"] = [u for u in units if not u.startswith("k8s:")]
         overrides["containers"] = list(args.containers or [])
+        overrides["kubernetes.pods"] = pods + [u for u in units if u.startswith("k8s:")]
+    if getattr(args, "docker_root", None):
+        overrides["docker_root"] = str(args.docker_root)
+    if getattr(args, "pod_logs", None):
+        overrides["kubernetes.pod_logs"] = str(args.pod_logs)
     if getattr(args, "journal_dir", None):
         overrides["journal.directory"] = str(args.journal_dir)
     if getattr(args, "journal_files", None):
@@ -212,15 +234,10 @@ def _policy(config: Config) -> Policy:
     return load_rules_and_policy(config)[1]
 
 
-def _source(config: Config) -> JournalSource:
-    from .sources import JournalSource
+def _source(config: Config) -> Source:
+    from .pipeline import build_source  # systemd.journal and its readers: only scan and run read
 
-    return JournalSource(
-        config.targets,
-        directory=config.journal.directory,
-        files=config.journal.files,
-        docker_units=config.docker_units,
-    )
+    return build_source(config)
 
 
 def _emit_json(doc: Any) -> None:

@@ -55,6 +55,66 @@ CONTAINER_NAME: Final = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
 # The units dockerd runs as: Docker's own packages (docker.service) and the snap.
 DOCKER_UNITS: Final = ("docker.service", "snap.docker.dockerd.service")
 
+# Pods' containers are the target `k8s:NAMESPACE/WORKLOAD[/CONTAINER]` (sources/podlogs.py reads
+# their logs). WORKLOAD is the pod's name without what a controller generates, so a rolling
+# update compares with the same baseline; a StatefulSet's or LeaderWorkerSet's ordinals stay.
+K8S_PREFIX: Final = "k8s:"
+# The alphabet of generated name parts (k8s.io/apimachinery/pkg/util/rand: no vowels, no 0 1 3).
+_SAFE = "bcdfghjklmnpqrstvwxz2456789"
+_SUFFIX = re.compile(f"[{_SAFE}]{{5}}")
+_HASH = re.compile(f"[{_SAFE}]{{6,10}}")
+# DNS-1123 labels (namespaces) and subdomains (pod names, container names are labels).
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
+
+
+def workload_of(pod: str) -> str:
+    """The pod's name without the parts a controller generates: `sglang-7d9f8b6c4d-x2kqz` ->
+    `sglang` (Deployment), `agent-x2kqz` -> `agent` (DaemonSet, Job); `sglang-0` stays."""
+    parts = pod.split("-")
+    if len(parts) >= 3 and _SUFFIX.fullmatch(parts[-1]) and _HASH.fullmatch(parts[-2]):
+        return "-".join(parts[:-2])
+    if len(parts) >= 2 and _SUFFIX.fullmatch(parts[-1]):
+        return "-".join(parts[:-1])
+    return pod
+
+
+@dataclass(frozen=True, slots=True)
+class PodSelector:
+    """`NAMESPACE/WORKLOAD[/CONTAINER]`: which pods' containers to follow."""
+
+    namespace: str
+    workload: str
+    container: str | None = None
+
+    @property
+    def target(self) -> str:
+        """`k8s:NS/WORKLOAD/CONTAINER`; without a container, `k8s:NS/WORKLOAD` (every
+        container of the pod under one identity)."""
+        tail = f"/{self.container}" if self.container else ""
+        return f"{K8S_PREFIX}{self.namespace}/{self.workload}{tail}"
+
+    def matches(self, namespace: str, pod: str) -> bool:
+        """A pod of this workload, or the pod itself named."""
+        return namespace == self.namespace and self.workload in (workload_of(pod), pod)
+
+
+def parse_selector(text: str) -> PodSelector:
+    """`NS/WORKLOAD[/CONTAINER]` (a leading `k8s:` is allowed); ValueError says what is wrong."""
+    body = text[len(K8S_PREFIX) :] if text.startswith(K8S_PREFIX) else text
+    parts = body.split("/")
+    if len(parts) not in (2, 3):
+        raise ValueError(f"expected NAMESPACE/WORKLOAD[/CONTAINER], got {text!r}")
+    ns, workload = parts[0], parts[1]
+    container = parts[2] if len(parts) == 3 else None
+    if not _LABEL.fullmatch(ns) or len(ns) > 63:
+        raise ValueError(f"not a namespace name: {ns!r} (lowercase letters, digits, '-')")
+    if not _SUBDOMAIN.fullmatch(workload) or len(workload) > 253:
+        raise ValueError(f"not a workload or pod name: {workload!r}")
+    if container is not None and (not _LABEL.fullmatch(container) or len(container) > 63):
+        raise ValueError(f"not a container name: {container!r}")
+    return PodSelector(ns, workload, container)
+
 
 @dataclass(slots=True)
 class Stats:

@@ -16,13 +16,21 @@ from .compare import Policy, decode_settings, evaluate, load_policy
 from .config import Config
 from .errors import StateError
 from .logs import Logger
-from .model import Comparison, RuntimeView, SourceItem, StartupRecord, Stats
+from .model import (
+    DOCKER_PREFIX,
+    Comparison,
+    RuntimeView,
+    SourceItem,
+    StartupRecord,
+    Stats,
+    parse_selector,
+)
 from .rules import MemoMatcher, RuleSet, default_rules_dir, load_rules
 from .state import StateStore
 
 if TYPE_CHECKING:
     from .rules import Matcher
-    from .sources import JournalSource
+    from .sources import Source
 
 log = Logger("sglang_sentinel")
 
@@ -32,6 +40,37 @@ def load_rules_and_policy(config: Config) -> tuple[RuleSet, Policy]:
     rules = load_rules([default_rules_dir(), *config.rules.dirs])
     policy = load_policy(config.rules.policy, dict(config.policy) or None)
     return rules, policy
+
+
+def build_source(config: Config) -> Source:
+    """The source for `config`'s targets: the journal for units and journald-driver containers,
+    the log files for json-file containers (when `docker_root` has a containers directory: a
+    host without Docker has none) and pods; both at once when both are named. A configuration
+    with the journal only gets the JournalSource as before."""
+    from .sources import CombinedSource, DockerLayout, FileSource, JournalSource, Layout, PodLayout
+
+    layouts: list[Layout] = []
+    if config.containers and (config.docker_root / "containers").is_dir():
+        layouts.append(DockerLayout(config.docker_root, config.containers))
+    if config.kubernetes.pods:
+        selectors = [parse_selector(p) for p in config.kubernetes.pods]
+        layouts.append(PodLayout(config.kubernetes.pod_logs, selectors))
+    journal_targets = config.units + tuple(DOCKER_PREFIX + c for c in config.containers)
+    journal = None
+    if journal_targets:
+        journal = JournalSource(
+            journal_targets,
+            directory=config.journal.directory,
+            files=config.journal.files,
+            docker_units=config.docker_units,
+        )
+    files = FileSource(layouts) if layouts else None
+    if journal is not None and files is not None:
+        return CombinedSource(journal, files)
+    if files is not None:
+        return files
+    assert journal is not None  # the config names at least one target
+    return journal
 
 
 def source_key(config: Config) -> str:
@@ -68,7 +107,7 @@ class Pipeline:
 
     def __init__(
         self,
-        source: JournalSource,
+        source: Source,
         rules: RuleSet,
         policy: Policy,
         store: StateStore,
@@ -139,7 +178,7 @@ class Pipeline:
         self.tracker.restore(self.store.open_builders(key))
         cursor = self.store.cursor(key)
         oldest = time.time() - max_age_seconds if max_age_seconds is not None else None
-        if cursor is not None and oldest is not None and _cursor_time(cursor) < oldest:
+        if cursor is not None and oldest is not None and self._cursor_time(cursor) < oldest:
             self._count_cursor_reset("saved cursor is older than max_replay_age_seconds")
             cursor = None
         # The startups stored that this reader holds no resume state of and that began before
@@ -147,7 +186,7 @@ class Pipeline:
         # as it would be without the restart; read again from before the cursor, it is
         # recorded already (re-deriving it from the lines in reach would overwrite the record
         # with a partial one). Those that began after it, this reader reads from their start.
-        start = _cursor_time(cursor) if cursor is not None else oldest
+        start = self._cursor_time(cursor) if cursor is not None else oldest
         closed = self.store.closed_invocations(key, self.source.units, CLOSED_KEPT, start)
         self.tracker.close(closed, reread=cursor is None)
         if cursor is None:
@@ -160,6 +199,11 @@ class Pipeline:
             return
         if not self.source.seek_cursor(cursor):
             self._count_cursor_reset("saved cursor's entry is gone; continuing after it")
+
+    def _cursor_time(self, cursor: str) -> float:
+        """The time a saved cursor is at: a file source's (JSON) or the journal's `t=`."""
+        cursor_time = getattr(self.source, "cursor_time", None)
+        return float(cursor_time(cursor)) if callable(cursor_time) else _cursor_time(cursor)
 
     def _count_cursor_reset(self, reason: str) -> None:
         self.stats.cursor_resets += 1
@@ -181,8 +225,14 @@ class Pipeline:
         # The policy may have been reloaded (SIGHUP); decode warm-up is the one part the tracker uses.
         self.tracker.decode_warmup_seconds = decode_settings(self.policy).warmup_seconds
         # Most lines come as raw bytes (a line of the invocation just seen); see JournalSource.lines.
+        if read_ahead:
+            from .sources import JournalSource  # loaded already when the source is one
+
+            read_ahead = isinstance(self.source, JournalSource)  # the one source that reads ahead
         items: Iterable[SourceItem] = (
-            self.source.lines(limit, read_ahead=True) if read_ahead else self.source.lines(limit)
+            self.source.lines(limit, read_ahead=True)  # type: ignore[call-arg]
+            if read_ahead
+            else self.source.lines(limit)
         )
         cut: list[bool] = []
         if deadline is not None or stop is not None:

@@ -27,6 +27,7 @@ from sglang_sentinel.config.schema import (
     Config,
     InvalidValue,
     JournalConfig,
+    KubernetesConfig,
     LogConfig,
     LogFormat,
     LogLevel,
@@ -40,6 +41,7 @@ from sglang_sentinel.config.schema import (
     known_keys,
     label_string,
     listen_address,
+    pod_selector,
     unit_name,
 )
 from sglang_sentinel.errors import ConfigError
@@ -157,6 +159,9 @@ class _Checker:
     def containers(self, value: Any, path: str) -> tuple[str, ...]:
         return self.items(value, path, container_name)
 
+    def pods(self, value: Any, path: str) -> tuple[str, ...]:
+        return self.items(value, path, pod_selector)
+
     def docker_units(self, value: Any, path: str) -> tuple[str, ...]:
         def engine_unit(item: Any, where: str) -> str:
             name = unit_name(item, where)
@@ -217,13 +222,21 @@ class _Checker:
         d = Config()
         seen = len(self.problems)
         containers = self.take(top, "containers", "", d.containers, self.containers)
-        # Containers alone watch no unit: the default unit applies only when neither is set.
-        default_units = () if containers and "units" not in top else d.units
+        docker_root = self.take(top, "docker_root", "", d.docker_root, self.path)
+        kube = self.section(top.get("kubernetes"), "kubernetes")
+        kubernetes = KubernetesConfig(
+            pod_logs=self.take(kube, "pod_logs", "kubernetes", d.kubernetes.pod_logs, self.path),
+            pods=self.take(kube, "pods", "kubernetes", d.kubernetes.pods, self.pods),
+        )
+        # Containers or pods alone watch no unit: the default unit applies only when none is set.
+        others = containers or kubernetes.pods
+        default_units = () if others and "units" not in top else d.units
         units = self.take(top, "units", "", default_units, self.units)
         docker_units = self.take(top, "docker_units", "", d.docker_units, self.docker_units)
-        if not units and not containers and len(self.problems) == seen:
+        if not units and not others and len(self.problems) == seen:
             self.problem(
-                "units", "at least one unit or container is needed, e.g. [sglang-qwen.service]"
+                "units",
+                "at least one unit, container or pod is needed, e.g. [sglang-qwen.service]",
             )
 
         gpu = self.take(top, "gpu", "", d.gpu, label_string)
@@ -263,6 +276,8 @@ class _Checker:
             units=units,
             containers=containers,
             docker_units=docker_units,
+            docker_root=docker_root,
+            kubernetes=kubernetes,
             gpu=gpu,
             journal=JournalConfig(directory=directory, files=files),
             state_dir=state_dir,

@@ -21,6 +21,9 @@ ON_RELOAD: Final[Mapping[str, OnReload]] = {
     "units": "restart",  # the journal matches are installed when the journal is opened
     "containers": "restart",
     "docker_units": "restart",  # read when the journal is opened
+    "docker_root": "restart",  # the file layouts are set up when reading starts
+    "kubernetes.pod_logs": "restart",
+    "kubernetes.pods": "restart",
     "gpu": "applied",  # read by the collector at every scrape
     "journal.directory": "restart",  # the journal is opened once
     "journal.files": "restart",

@@ -18,7 +18,13 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, Literal, get_args
 
-from sglang_sentinel.model import CONTAINER_NAME, DOCKER_PREFIX, DOCKER_UNITS
+from sglang_sentinel.model import (
+    CONTAINER_NAME,
+    DOCKER_PREFIX,
+    DOCKER_UNITS,
+    K8S_PREFIX,
+    parse_selector,
+)
 from sglang_sentinel.redact import scrub_text
 
 STATE_DIR_ENV: Final = "SENTINEL_STATE_DIR"
@@ -39,6 +45,14 @@ class JournalConfig:
 
     directory: Path | None = None
     files: tuple[Path, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class KubernetesConfig:
+    """Pods whose logs the kubelet keeps under `pod_logs` (CRI format), by workload."""
+
+    pod_logs: Path = Path("/var/log/pods")
+    pods: tuple[str, ...] = ()  # NAMESPACE/WORKLOAD[/CONTAINER]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,8 +101,10 @@ class Config:
     """The effective configuration. Mappings are read-only views."""
 
     units: tuple[str, ...] = ("sglang-qwen.service",)
-    containers: tuple[str, ...] = ()  # Docker container names (journald log driver)
+    containers: tuple[str, ...] = ()  # Docker container names (json-file or journald driver)
     docker_units: tuple[str, ...] = DOCKER_UNITS  # where dockerd runs: its lines alone count
+    docker_root: Path = Path("/var/lib/docker")
+    kubernetes: KubernetesConfig = field(default_factory=KubernetesConfig)
     gpu: str | None = (
         None  # the host's GPU model, e.g. "H100-SXM-80GB"; peers share model, TP and gpu
     )
@@ -104,8 +120,13 @@ class Config:
 
     @property
     def targets(self) -> tuple[str, ...]:
-        """What is watched, by identity key: the units, then `docker:NAME` per container."""
-        return self.units + tuple(DOCKER_PREFIX + name for name in self.containers)
+        """What is watched, by identity key: the units, `docker:NAME` per container, then
+        `k8s:NS/WORKLOAD[/CONTAINER]` per pod selector."""
+        return (
+            self.units
+            + tuple(DOCKER_PREFIX + name for name in self.containers)
+            + tuple(K8S_PREFIX + pod for pod in self.kubernetes.pods)
+        )
 
 
 # Every key the file may hold, with its one-line description. The unknown-key check, the
@@ -113,10 +134,15 @@ class Config:
 # the three cannot drift apart. `policy` and `alertmanager.external_labels` are free-form leaves.
 KEYS: Final[Mapping[str, str]] = {
     "units": "systemd units to watch; '.service' is appended to a name without a unit suffix",
-    "containers": "Docker containers (journald log driver) to watch, by name; each is named "
-    "docker:NAME in reports, metrics and alerts",
+    "containers": "Docker containers to watch, by name, whatever their log driver (json-file "
+    "under docker_root, or journald); each is named docker:NAME in reports, metrics and alerts",
     "docker_units": "the systemd units dockerd runs as; a container's lines count only when root "
     "dockerd in one of them sent them (any process can write CONTAINER_NAME)",
+    "docker_root": "Docker's root directory, whose containers/<id>/<id>-json.log files hold the "
+    "json-file logs of the watched containers",
+    "kubernetes.pod_logs": "the kubelet's pod log directory (<ns>_<pod>_<uid>/<container>/N.log)",
+    "kubernetes.pods": "pods to watch, as NAMESPACE/WORKLOAD[/CONTAINER] (WORKLOAD: the pod name "
+    "without a Deployment's hash and suffix); each is named k8s:NAMESPACE/WORKLOAD[/CONTAINER]",
     "gpu": "this host's GPU model as you name it fleet-wide (e.g. H100-SXM-80GB): the `gpu` label "
     "of server_info/baseline_info that groups peers; a baseline import checks it",
     "journal.directory": "read the journal files in this directory instead of the system journal",
@@ -133,7 +159,8 @@ KEYS: Final[Mapping[str, str]] = {
     "alertmanager.urls": "Alertmanager URLs http(s)://host[:port][/path]; /api/v2/alerts is "
     "appended unless the path ends with it; empty = no pushes",
     "alertmanager.resend_interval_seconds": "how often firing alerts are pushed again (5..600 s)",
-    "alertmanager.timeout_seconds": "HTTP timeout of one push (at most the resend interval)",
+    "alertmanager.timeout_seconds": "deadline of one whole push (connect to last byte; at most "
+    "the resend interval); each Alertmanager is pushed to by its own worker",
     "alertmanager.resolve_resend_seconds": "how long a resolved alert keeps being pushed as "
     "resolved, so a restarted or unreachable Alertmanager still learns it ended",
     "alertmanager.generator_url": "generatorURL set on every alert (e.g. a dashboard link); "
@@ -146,7 +173,8 @@ KEYS: Final[Mapping[str, str]] = {
     "the alert's own alertname, job, instance, unit, check, severity; set them to Prometheus's "
     "external_labels",
     "alertmanager.bearer_token_file": "file whose content (trimmed) is sent as "
-    "'Authorization: Bearer ...'; read at every push, so a rotated token needs no restart",
+    "'Authorization: Bearer ...'; read at every push, so a rotated token needs no restart; a "
+    "regular file of at most 16 KiB",
     "checkpoint_interval_seconds": "how often the journal cursor is saved while no line matches",
     "max_replay_age_seconds": "skip entries older than this on a cursor replay or first start; "
     "null = from the start of the current boot",
@@ -275,11 +303,24 @@ def container_name(value: Any, path: str) -> str:
     return value
 
 
+def pod_selector(value: Any, path: str) -> str:
+    """`NAMESPACE/WORKLOAD[/CONTAINER]`, checked (a leading `k8s:` is dropped)."""
+    if not isinstance(value, str):
+        raise InvalidValue(f"expected NAMESPACE/WORKLOAD[/CONTAINER], got {describe_value(value)}")
+    try:
+        selector = parse_selector(value)
+    except ValueError as exc:
+        raise InvalidValue(str(exc)) from None
+    return selector.target[len(K8S_PREFIX) :]
+
+
 def unit_name(value: Any, path: str) -> str:
     if not isinstance(value, str):
         raise InvalidValue(f"expected a unit name, got {describe_value(value)}")
     if value.startswith(DOCKER_PREFIX):  # a container's identity key, e.g. --unit docker:NAME
         return DOCKER_PREFIX + container_name(value[len(DOCKER_PREFIX) :], path)
+    if value.startswith(K8S_PREFIX):  # a pod's identity key, e.g. --unit k8s:NS/WORKLOAD/C
+        return K8S_PREFIX + pod_selector(value, path)
     name = value if value.rpartition(".")[2] in _UNIT_SUFFIXES else f"{value}.service"
     m = _UNIT_NAME.fullmatch(name)
     if m is None or len(name) > 255:
@@ -363,6 +404,11 @@ def config_to_dict(config: Config, *, mask_secrets: bool = True) -> dict[str, An
         "units": list(config.units),
         "containers": list(config.containers),
         "docker_units": list(config.docker_units),
+        "docker_root": str(config.docker_root),
+        "kubernetes": {
+            "pod_logs": str(config.kubernetes.pod_logs),
+            "pods": list(config.kubernetes.pods),
+        },
         "gpu": config.gpu,
         "journal": {
             "directory": opt(config.journal.directory),
@@ -420,6 +466,7 @@ __all__ = [
     "Config",
     "InvalidValue",
     "JournalConfig",
+    "KubernetesConfig",
     "ListenAddress",
     "LogConfig",
     "LogFormat",
@@ -437,5 +484,6 @@ __all__ = [
     "label_string",
     "listen_address",
     "mask_url",
+    "pod_selector",
     "unit_name",
 ]

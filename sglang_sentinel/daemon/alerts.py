@@ -4,24 +4,32 @@ Every finding of a unit's latest decided startup is one alert, named and linked 
 like the matching rule in deploy/prometheus/sglang-sentinel-alerts.yml. Alertmanager keeps no
 state about its clients, so, like Prometheus, the pusher re-sends firing alerts every resend
 interval with `endsAt` = now + 4 x interval, and keeps sending an alert that went away as
-resolved for `resolve_resend_seconds`. One background thread does all HTTP; `update()` only
-swaps the wanted set, so the journal loop never waits on Alertmanager.
+resolved for `resolve_resend_seconds`. Each Alertmanager has its own background thread, and a
+push has a deadline for the whole request (connect, send, status, headers, body): an
+Alertmanager that answers a byte at a time costs its own thread one timeout and a counted,
+logged failure, and never delays the others. `update()` only swaps the wanted set, so the
+journal loop never waits on Alertmanager.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
+import http.client
 import json
+import os
 import socket
+import stat
 import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.message import Message
+from pathlib import Path
 from types import MappingProxyType
 from typing import IO, Any, Final, Protocol
 
@@ -58,6 +66,8 @@ FALLBACK_ALERT_NAME: Final = "SGLangStartupRegression"  # a check added without 
 # Prometheus sets ValidUntil = now + 4 x resend "to allow for two ... send failures".
 VALID_FOR_RESENDS: Final = 4
 _ERROR_BODY_CHARS = 200
+# A bearer token is a line; a file larger than this is not one (and is not read further).
+MAX_TOKEN_BYTES: Final = 16 * 1024
 
 AlertKey = tuple[tuple[str, str], ...]
 
@@ -88,20 +98,123 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
+class _Deadline:
+    """Shuts down every socket of one request when its time is up.
+
+    A socket timeout bounds each read, not the request: a server that sends a byte just before
+    each read times out holds the request for ever. This one fires once for the whole request.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.expired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    def watch(self, sock: socket.socket) -> socket.socket:
+        with self._lock:
+            self._sockets.append(sock)
+            late = self.expired
+        if late:
+            _shut(sock)
+        return sock
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            sockets = list(self._sockets)
+        for sock in sockets:
+            _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):  # closed or never connected
+        sock.shutdown(socket.SHUT_RDWR)  # wakes a read blocked on it in another thread
+
+
+def _watched(deadline: _Deadline, base: type[http.client.HTTPConnection]) -> Any:
+    """A connection class of `base` whose sockets `deadline` watches (TLS handshake included:
+    the plain socket is made by `_create_connection`, before any byte is exchanged)."""
+
+    class Watched(base):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            create: Callable[..., socket.socket] = self._create_connection  # type: ignore[has-type]
+            self._create_connection = lambda *a, **k: deadline.watch(create(*a, **k))
+
+    return Watched
+
+
+class _HTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self._deadline = deadline
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_watched(self._deadline, http.client.HTTPConnection), req)
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self._deadline = deadline
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        conn = _watched(self._deadline, http.client.HTTPSConnection)
+        return self.do_open(conn, req, context=self._context)  # type: ignore[attr-defined]
+
+
 def urllib_post(
     url: str, body: bytes, headers: Mapping[str, str], timeout: float
 ) -> tuple[int, str]:
-    """The default PostFunction: urllib, redirects not followed, HTTP errors returned."""
+    """The default PostFunction: urllib, redirects not followed, HTTP errors returned, and
+    `timeout` the deadline of the whole request (TimeoutError when it passes)."""
     request = urllib.request.Request(url, data=body, headers=dict(headers), method="POST")
-    opener = urllib.request.build_opener(_NoRedirect())
+    with _Deadline(timeout) as deadline:
+        opener = urllib.request.build_opener(
+            _NoRedirect(), _HTTPHandler(deadline), _HTTPSHandler(deadline)
+        )
+        try:
+            with opener.open(request, timeout=timeout) as response:
+                text = response.read(_ERROR_BODY_CHARS).decode("utf-8", "replace")
+                status = int(response.status)
+        except urllib.error.HTTPError as exc:
+            with exc:
+                text = exc.read(_ERROR_BODY_CHARS).decode("utf-8", "replace")
+            status = int(exc.code)
+        except (OSError, http.client.HTTPException) as exc:
+            if deadline.expired:
+                raise TimeoutError(f"no complete response within {timeout:g} s") from exc
+            raise
+    return status, text
+
+
+def read_token(path: Path) -> str:
+    """The bearer token in `path`, trimmed; OSError or ValueError with the reason.
+
+    Opened without blocking (a FIFO would wait for a writer for ever) and read only when it is
+    a regular file of at most MAX_TOKEN_BYTES (a device such as /dev/zero never ends).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        with opener.open(request, timeout=timeout) as response:
-            text = response.read(_ERROR_BODY_CHARS).decode("utf-8", "replace")
-            return int(response.status), text
-    except urllib.error.HTTPError as exc:
-        with exc:
-            text = exc.read(_ERROR_BODY_CHARS).decode("utf-8", "replace")
-        return int(exc.code), text
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("not a regular file")
+        data = os.read(fd, MAX_TOKEN_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_TOKEN_BYTES:
+        raise ValueError(f"larger than {MAX_TOKEN_BYTES // 1024} KiB")
+    return data.decode("utf-8").strip()
 
 
 def rfc3339(ts: float) -> str:
@@ -133,6 +246,10 @@ class _Target:
     basic_auth: str | None = None  # from user:password@ in the configured URL
     next_due: float = 0.0
     failures: int = 0
+    # The alert set's version it was last sent (see AlertPusher._version).
+    version: int = -1
+    # Set to make its worker look again now (an update, stop).
+    wake: threading.Event = field(default_factory=threading.Event)
 
 
 def _target(url: str) -> _Target:
@@ -184,85 +301,113 @@ class AlertPusher:
         self._timeout = timeout if timeout > 0 else self._resend
         self._targets = [_target(url) for url in config.urls]
         self._alerts: dict[AlertKey, _Alert] = {}
+        # Bumped whenever there is something new to tell: a target that has not been sent this
+        # version (and is not backing off) is due now, whatever its worker was doing meanwhile.
+        self._version = 0
         self._pending: tuple[Comparison, ...] | None = None
         self._lock = threading.Lock()  # guards _pending, shared with update()
-        self._flush_lock = threading.Lock()  # one flush at a time
-        self._wake = threading.Event()
+        # Guards the alerts, the targets' schedules and the stats; never held during a push.
+        self._state = threading.Lock()
+        self._flush_lock = threading.Lock()  # one flush() at a time
         self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
 
     # -- the caller's side ------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the background push thread (once)."""
-        if self._thread is not None:
+        """Start one background push thread per Alertmanager (once)."""
+        if self._threads:
             return
         self._stopping.clear()
-        self._thread = threading.Thread(target=self._run, name="alertmanager-push", daemon=True)
-        self._thread.start()
+        for n, target in enumerate(self._targets):
+            thread = threading.Thread(
+                target=self._run, args=(target,), name=f"alertmanager-push-{n}", daemon=True
+            )
+            self._threads.append(thread)
+            thread.start()
 
     def update(self, comparisons: Sequence[Comparison]) -> None:
         """Replace the wanted alerts with the findings of these comparisons; never blocks on I/O."""
         wanted = tuple(comparisons)
         with self._lock:
             self._pending = wanted
-        self._wake.set()
+        self._wake_all()
 
     def stop(self, timeout: float = 2.0) -> None:
-        """Stop the thread; firing alerts then expire in Alertmanager at their endsAt."""
+        """Stop the threads; firing alerts then expire in Alertmanager at their endsAt."""
         self._stopping.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            if self._thread.is_alive():
+        self._wake_all()
+        until = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(until - time.monotonic(), 0.0))
+            if thread.is_alive():  # in a push: it ends by the push's deadline
                 log.warning("alert_pusher_stop_timed_out", timeout_seconds=timeout)
-            self._thread = None
+                break
+        self._threads = []
 
-    # -- the worker -------------------------------------------------------------------------------
+    def _wake_all(self) -> None:
+        for target in self._targets:
+            target.wake.set()
 
-    def _run(self) -> None:
+    # -- the workers ------------------------------------------------------------------------------
+
+    def _run(self, target: _Target) -> None:
+        """One Alertmanager's worker: push to it whenever it is due, and only to it."""
         while not self._stopping.is_set():
-            self._wake.clear()
+            target.wake.clear()
             try:
-                next_due = self.flush()
+                next_due = self._cycle((target,), force=False)
             except Exception:  # a bug here must not end alerting for the life of the daemon
-                log.exception("alert_pusher_crashed")
+                log.exception("alert_pusher_crashed", url=target.shown)
                 next_due = self._clock() + self._resend
             # Capped so that a wall clock stepping backwards cannot stall the resends.
-            self._wake.wait(min(max(next_due - self._clock(), 0.0), self._resend))
+            target.wake.wait(min(max(next_due - self._clock(), 0.0), self._resend))
 
     def flush(self, *, force: bool = False) -> float:
-        """Apply the latest update and push to every Alertmanager that is due (all if `force`).
+        """Apply the latest update and push to every Alertmanager that is due (all if `force`),
+        one after another.
 
-        Returns the clock time at which the next push is due. The worker calls this; tests call
-        it directly with an injected clock.
+        Returns the clock time at which the next push is due. Tests call it directly with an
+        injected clock; the daemon's workers each do the same for their own Alertmanager.
         """
         with self._flush_lock:
+            return self._cycle(tuple(self._targets), force=force)
+
+    def _cycle(self, targets: Sequence[_Target], *, force: bool) -> float:
+        """Reconcile, then push to those of `targets` that are due; their next due time."""
+        with self._state:
             now = self._clock()
-            if self._reconcile(now):
-                for target in self._targets:
-                    if target.failures == 0:  # one in back-off keeps its schedule
-                        target.next_due = min(target.next_due, now)
+            changed = self._reconcile(now)
+            if changed:
+                self._version += 1
+            woken = [t for t in self._targets if t not in targets] if changed else []
             self._expire(now)
             if not self._alerts:
                 return now + self._resend
-            body = self._payload(now)
-            attempted = False
-            for target in self._targets:
-                if self._stopping.is_set():
-                    break
-                if not force and target.next_due > now:
-                    continue
-                attempted = True
-                headers = self._headers(target)
-                if headers is None:
-                    self._failed(target, len(body), error="bearer_token_file unreadable")
-                else:
-                    self._send(target, body, headers)
-            if attempted:
+            due = [t for t in targets if force or self._due(t, now)]
+            body = self._payload(now) if due else []
+            for target in due:
+                target.version = self._version
+            if due:
                 for alert in self._alerts.values():
                     alert.announced = True
-            return min((t.next_due for t in self._targets), default=now + self._resend)
+        for other in woken:  # the others' workers push the change too
+            other.wake.set()
+        for target in due:
+            if self._stopping.is_set():
+                break
+            headers = self._headers(target)
+            if headers is None:
+                with self._state:
+                    self._failed(target, len(body), error="bearer_token_file unreadable")
+            else:
+                self._send(target, body, headers)
+        with self._state:
+            return min((t.next_due for t in targets), default=self._clock() + self._resend)
+
+    def _due(self, target: _Target, now: float) -> bool:
+        # One in back-off keeps its schedule, news or not.
+        return target.next_due <= now or (target.failures == 0 and target.version != self._version)
 
     def _reconcile(self, now: float) -> bool:
         """Turn the pending comparisons into alerts; True if anything to tell changed."""
@@ -342,13 +487,12 @@ class AlertPusher:
         token_file = self._config.bearer_token_file
         if token_file is not None:
             try:  # read per push so a rotated token is picked up without a restart
-                token = token_file.read_text(encoding="utf-8").strip()
-            except (OSError, UnicodeDecodeError) as exc:
-                log.error(
-                    "alert_bearer_token_unreadable",
-                    path=str(token_file),
-                    error=getattr(exc, "strerror", None) or type(exc).__name__,
+                token = read_token(token_file)
+            except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+                error = getattr(exc, "strerror", None) or (
+                    str(exc) if type(exc) is ValueError else type(exc).__name__
                 )
+                log.error("alert_bearer_token_unreadable", path=str(token_file), error=error)
                 return None
             if not token:
                 log.error("alert_bearer_token_unreadable", path=str(token_file), error="empty")
@@ -365,16 +509,21 @@ class AlertPusher:
         try:
             status, text = self._post(target.endpoint, body, headers, self._timeout)
         except Exception as exc:  # any transport failure (or opener bug) is one failed push
-            self._failed(target, len(alerts), error=_describe_error(exc))
+            with self._state:
+                self._failed(target, len(alerts), error=_describe_error(exc))
             return
+        with self._state:
+            self._done(target, len(alerts), status, text)
+
+    def _done(self, target: _Target, count: int, status: int, text: str) -> None:
         if not 200 <= status < 300:
-            self._failed(target, len(alerts), error=f"HTTP {status}", response=scrub_text(text))
+            self._failed(target, count, error=f"HTTP {status}", response=scrub_text(text))
             return
         self._stats.alertmanager_pushes += 1
         if target.failures:
             log.info("alert_push_recovered", url=target.shown, after_failures=target.failures)
         else:
-            log.debug("alerts_pushed", url=target.shown, alerts=len(alerts))
+            log.debug("alerts_pushed", url=target.shown, alerts=count)
         target.failures = 0
         target.next_due = self._clock() + self._resend
 

@@ -28,9 +28,8 @@ from ..errors import ConfigError, JournalError, RuleError, SentinelError, StateE
 from ..logs import Logger, configure_logging
 from ..model import Comparison, Finding, Stats
 from ..outputs import render_page
-from ..pipeline import CommitFailed, Pipeline, load_rules_and_policy, source_key
+from ..pipeline import CommitFailed, Pipeline, build_source, load_rules_and_policy, source_key
 from ..rules import RuleSet
-from ..sources import JournalSource
 from ..state import StateStore
 from .alerts import AlertPusher, default_instance
 from .http import BoundedWSGIServer, make_metrics_server
@@ -198,12 +197,7 @@ class Daemon:
         pipeline, a registry of its own and the Alertmanager pusher."""
         rules, policy = load_rules_and_policy(config)
         store = StateStore(config.state_dir, busy_timeout=BUSY_TIMEOUT_S)
-        source = JournalSource(
-            config.targets,
-            directory=config.journal.directory,
-            files=config.journal.files,
-            docker_units=config.docker_units,
-        )
+        source = build_source(config)
         pipeline = Pipeline(
             source,
             rules,

@@ -3,6 +3,7 @@
 store.py          StateStore      SQLite: startups, pins, cursors, the tracker's resumable state
 codec.py          plain           StartupRecord <-> JSON: the one codec of a record as plain data
 baseline_file.py  read_document   a pinned baseline as a file to carry between hosts
+files.py          StateFiles      the database and its -wal/-shm, looked at without following links
 """
 
 from .baseline_file import (

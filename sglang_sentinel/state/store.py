@@ -22,6 +22,7 @@ from pathlib import Path
 from ..errors import StateError, UsageError
 from ..model import StartupRecord
 from .codec import record_from_json, record_to_json
+from .files import StateFiles
 
 # 1: the first schema. 2: startups.seq (journal order, so a wrong wall clock cannot reorder
 # startups) and the startups_total counters (they never go down when an outcome changes).
@@ -88,7 +89,9 @@ class StateStore:
     ) -> None:
         self.path = state_dir / DB_NAME
         self.readonly = readonly
+        self._files = StateFiles(state_dir, DB_NAME)
         if readonly:
+            identity = self._files.check(create=False)
             self._db = self._open_readonly(state_dir)
             try:
                 self._check_readable()
@@ -106,12 +109,14 @@ class StateStore:
                     )
                 self._db.close()
                 StateStore(state_dir, busy_timeout=busy_timeout).close()
+                identity = self._files.check(create=False)
                 self._db = self._open_readonly(state_dir)
-            st = os.stat(self.path)
-            self._identity = (st.st_dev, st.st_ino)
+            self._opened(identity)
             return
         try:
             state_dir.mkdir(parents=True, exist_ok=True, mode=0o750)
+            # The database is created here, without following a link; SQLite only opens it.
+            identity = self._files.check(create=True)
             if self.path.exists() and not os.access(self.path, os.R_OK | os.W_OK):
                 raise StateError(
                     f"state database {self.path} is not writable by this user; run the command"
@@ -127,8 +132,7 @@ class StateStore:
             self._db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
             self._check_readable()
-            st = os.stat(self.path)
-            self._identity = (st.st_dev, st.st_ino)
+            self._opened(identity)
         except PermissionError as exc:
             raise StateError(
                 f"state directory {state_dir} is not writable ({exc.strerror}); "
@@ -142,6 +146,16 @@ class StateStore:
             raise StateError(
                 f"cannot use state directory {state_dir}: {exc.strerror or exc}"
             ) from exc
+
+    def _opened(self, identity: tuple[int, int] | None) -> None:
+        """SQLite has the files open: refuse them (and close) if one became a link meanwhile."""
+        try:
+            self._files.verify(identity)
+        except StateError:
+            self._db.close()
+            raise
+        st = os.stat(self.path, follow_symlinks=False)
+        self._identity = (st.st_dev, st.st_ino)
 
     def _open_readonly(self, state_dir: Path) -> sqlite3.Connection:
         """Open for reading only (`startups`, `check`, `diff`, `baseline`): needs read access to
@@ -215,7 +229,7 @@ class StateStore:
         """Raise StateError when the database file was deleted or replaced under us: writes
         would go to an unlinked file that nothing else can see and that is lost on stop."""
         try:
-            st = os.stat(self.path)
+            st = os.stat(self.path, follow_symlinks=False)
         except FileNotFoundError:
             raise StateError(
                 f"state database {self.path} was deleted while the sentinel ran; stopping so "
@@ -252,8 +266,7 @@ class StateStore:
                 if int(row[0]) < 4:
                     self._upgrade_to_4()
             self._db.execute("CREATE INDEX IF NOT EXISTS startups_unit_seq ON startups (unit, seq)")
-        with contextlib.suppress(OSError):
-            os.chmod(self.path, 0o640)
+        self._files.set_mode()
 
     def _version(self) -> int:
         row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()

@@ -247,7 +247,7 @@ MISTAKES = [
     ("alertmanager: {external_labels: {env: yes}}\n",
      "alertmanager.external_labels.env: expected a string (quote it), got true"),
     # bad values
-    ("units: []\n", "units: at least one unit or container is needed, e.g. [sglang-qwen.service]"),
+    ("units: []\n", "units: at least one unit, container or pod is needed, e.g. [sglang-qwen.service]"),
     ("containers: ['bad name']\n", "containers[0]: not a Docker container name: 'bad name' "
      "(letters, digits, '_', '.', '-'; e.g. sglang-qwen)"),
     ("units: ['sglang qwen']\n", "units[0]: not a systemd unit name: 'sglang qwen'"),
@@ -479,6 +479,8 @@ def test_config_to_dict_of_defaults(no_default_file: Path) -> None:
         "units": ["sglang-qwen.service"],
         "containers": [],
         "docker_units": ["docker.service", "snap.docker.dockerd.service"],
+        "docker_root": "/var/lib/docker",
+        "kubernetes": {"pod_logs": "/var/log/pods", "pods": []},
         "gpu": None,
         "journal": {"directory": None, "files": []},
         "state_dir": "/var/lib/sglang-sentinel",

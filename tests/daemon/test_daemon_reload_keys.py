@@ -25,6 +25,7 @@ from sglang_sentinel.daemon import Daemon
 from sglang_sentinel.logs import configure_logging
 from sglang_sentinel.model import Comparison, Stats
 from sglang_sentinel.rules import default_policy_path
+from sglang_sentinel.sources import JournalSource
 
 REPO = Path(__file__).resolve().parents[2]
 UNIT = "sglang-qwen.service"
@@ -162,6 +163,9 @@ def _changes(tmp_path: Path) -> dict[str, Any]:
         "units": (UNIT, "sglang-other.service"),
         "containers": ("sglang-box",),
         "docker_units": ("docker-gpu.service",),
+        "docker_root": tmp_path / "docker",
+        "kubernetes.pod_logs": tmp_path / "pods",
+        "kubernetes.pods": ("llm/sglang",),
         "gpu": "H100-SXM-80GB",
         "journal.directory": tmp_path / "elsewhere",
         "journal.files": (tmp_path / "one.journal",),
@@ -258,6 +262,7 @@ def test_restart_keys_leave_the_open_journal_store_and_units_alone(
         "state_dir",
         "max_replay_age_seconds",
     ]
+    assert isinstance(source, JournalSource)
     assert h.daemon.source is source and source.units == (UNIT,)
     assert source.directory == seed_config.journal.directory
     assert h.daemon.store is store

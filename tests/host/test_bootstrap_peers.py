@@ -23,12 +23,22 @@ PEERS = {
     "sqlite3",
     "chromium",
     "fonts-dejavu-core",
+    "docker.io",
+    "containerd",
+    "podman",
+    "busybox-static",
 }
-PEER_UNITS = {
-    "prometheus": "prometheus.service",
-    "prometheus-alertmanager": "prometheus-alertmanager.service",
-    "mtail": "mtail.service",
-}
+# (package, unit) of every unit the peers ship.
+PEER_UNITS = [
+    ("prometheus", "prometheus.service"),
+    ("prometheus-alertmanager", "prometheus-alertmanager.service"),
+    ("mtail", "mtail.service"),
+    ("docker.io", "docker.service"),
+    ("docker.io", "docker.socket"),
+    ("containerd", "containerd.service"),
+    ("podman", "podman.service"),
+    ("podman", "podman.socket"),
+]
 
 FAKE_DPKG_QUERY = "#!/bin/sh\necho 'unknown ok not-installed'\n"
 FAKE_APT_GET = '#!/bin/sh\necho "$*" >>"$FAKE_LOG/apt-get"\n'
@@ -38,6 +48,9 @@ case "$2" in
     prometheus) echo /lib/systemd/system/prometheus.service ;;
     prometheus-alertmanager) echo /lib/systemd/system/prometheus-alertmanager.service ;;
     mtail) echo /lib/systemd/system/mtail.service ;;
+    docker.io) echo /lib/systemd/system/docker.service; echo /lib/systemd/system/docker.socket ;;
+    containerd) echo /lib/systemd/system/containerd.service ;;
+    podman) echo /lib/systemd/system/podman.service; echo /lib/systemd/system/podman.socket ;;
 esac
 echo /usr/share/doc/$2
 """
@@ -63,7 +76,7 @@ def run_bootstrap(tmp_path: Path, *args: str, broken_helper: bool = False) -> tu
     ):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
-    for unit in PEER_UNITS.values():
+    for _pkg, unit in PEER_UNITS:
         link = systemd / "multi-user.target.wants" / unit
         if not link.is_symlink():
             link.symlink_to(f"/lib/systemd/system/{unit}")
@@ -108,9 +121,9 @@ def test_test_peers_are_installed_and_their_services_disabled(tmp_path: Path) ->
     assert code == 0, err
     assert installed(tmp_path) >= PEERS
     calls = (tmp_path / "log" / "deb-systemd-helper").read_text().splitlines()
-    assert sorted(calls) == sorted(f"{pkg} disable {unit}" for pkg, unit in PEER_UNITS.items())
+    assert sorted(calls) == sorted(f"{pkg} disable {unit}" for pkg, unit in PEER_UNITS)
     assert list((tmp_path / "systemd" / "multi-user.target.wants").iterdir()) == []
-    for unit in PEER_UNITS.values():
+    for _pkg, unit in PEER_UNITS:
         assert f"disabled {unit} (installed as a test peer" in err
 
 

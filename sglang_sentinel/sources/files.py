@@ -1,0 +1,767 @@
+"""The file source: log files of a directory layout, followed with inotify, read exactly once.
+
+A layout (dockerfiles.py: Docker's json-file logs; podlogs.py: the kubelet's pod logs) names
+*streams*: the files of one container start, or of one container, oldest first (rotated ones,
+gzipped or not, then the live file). The source reads each stream's lines in order and hands
+the tracker the same items the journal source does (a JournalEntry, or raw bytes for the next
+line of the same start), so rules, startups, state and outputs do not know where lines came from.
+
+Position. A stream's position is the file it is in, by identity (device, inode and a fingerprint
+of the file's first bytes), and the offset after the last line handed out. The identity finds the
+file again after a rename (`-json.log` -> `.1`, `0.log` -> `0.log.<time>`) and after it was
+gzipped (inode changed, fingerprint of the content the same); a reused inode or a file truncated
+and rewritten has another fingerprint, so it is read from its start. The positions are the
+source's cursor, a JSON document the pipeline commits in the transaction that stores the records
+derived from the lines before it (state.py), so a crash loses nothing and repeats nothing.
+
+Pieces. A line Docker or containerd split (16 KiB pieces: json-file `log` without the final
+newline, CRI tag `P`) is joined before any rule sees it; until its last piece is read the
+stream's saved position stays before the first piece, so a restart reads the whole line again.
+
+Files that vanish. A file removed while it is read is read to its end through the open file; a
+file truncated under the reader (copytruncate) is read again from its start and counted.
+"""
+
+from __future__ import annotations
+
+import calendar
+import contextlib
+import gzip
+import hashlib
+import json
+import os
+import select
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Final, Literal, Protocol
+
+from ..errors import JournalError
+from ..logs import Logger
+from ..model import JournalEntry, SourceItem
+from ..text import clean_message
+
+if TYPE_CHECKING:
+    from .inotify import Inotify
+
+log = Logger("sglang_sentinel")
+
+LineFormat = Literal["docker", "cri"]
+# A file's fingerprint covers its first line (every line has its own time stamp, so no two
+# files' first lines are alike; Docker writes the time last, after up to 16 KiB of text), at
+# most this many bytes of it, fewer while the file is shorter.
+FINGERPRINT_BYTES: Final = 1 << 17
+# A joined line longer than this is cut (a server_args line is ~50 KB).
+MAX_LINE_BYTES: Final = 1 << 20
+# Positions kept for streams no longer found (a directory unreadable for a while must not make
+# a stream start over when it comes back); the oldest are forgotten past this.
+POSITIONS_KEPT: Final = 4096
+CURSOR_VERSION: Final = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Stream:
+    """The files of one log stream, as a layout found them."""
+
+    key: str  # stable and unique: the position is saved under it
+    target: str  # identity key: docker:NAME, k8s:NS/WORKLOAD/CONTAINER
+    fmt: LineFormat
+    files: tuple[Path, ...]  # oldest first; the last is the live file
+    # The start id of every line (a pod container's N.log is one start); None: the stream
+    # holds several starts (a Docker container across restarts), told apart by its lines.
+    start: str | None = None
+    # Seeds the start ids of a stream with several starts (the container id).
+    seed: str = ""
+
+
+class Layout(Protocol):
+    """Where a kind of log files lives and how its streams are named."""
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """The identity keys its streams can have."""
+        ...
+
+    def streams(self) -> list[Stream]: ...
+
+    def directories(self) -> list[Path]:
+        """The directories to watch now (their files and subdirectories change the streams)."""
+        ...
+
+    def files(self, stream: Stream) -> tuple[Path, ...]:
+        """The stream's files now, oldest first (the layout listed again)."""
+        ...
+
+
+@dataclass(slots=True)
+class _Position:
+    """Where one stream is: a file (identity + open handle) and the offset after the last line
+    handed out; pieces of a split line held, with the offset before the first."""
+
+    dev: int = 0
+    ino: int = 0
+    fp: str = ""
+    fplen: int = 0
+    fp_whole: bool = False  # the fingerprint covers all it ever will (in memory only)
+    offset: int = 0
+    gz: bool = False
+    path: Path | None = None
+    fh: IO[bytes] | None = None
+    # Pieces of split lines held, per output (stdout, stderr: a runtime interleaves the two,
+    # so a stdout line can come between the pieces of a stderr line): [text, offset of the
+    # first piece, its time].
+    pieces: dict[bytes, list[Any]] = field(default_factory=dict)
+    # After a restart at a position before held pieces: lines that end before `replay_until`
+    # were handed out already; only the pieces of outputs in `replay` (from their offsets on)
+    # are collected again.
+    replay_until: int = 0
+    replay: dict[bytes, int] = field(default_factory=dict)
+    start: str | None = None  # the start the last line belonged to (streams without a fixed one)
+    args_seen: bool = False  # that start has had its server_args line
+    last_us: int = 0
+    found: bool = False  # positioned on a file (not just restored from a cursor)
+    skip_us: int = 0  # lines up to this time were handed out before (the position was lost)
+    # Where the file before this one was read to, while this one is still empty: an empty file
+    # has no fingerprint to be found by once it has been renamed or gzipped.
+    previous: dict[str, Any] | None = None
+
+    def saved(self) -> dict[str, Any]:
+        if self.fplen == 0 and self.previous is not None and not self.pieces:
+            return {**self.previous, "s": self.start, "a": self.args_seen, "t": self.last_us}
+        doc = {
+            "d": self.dev,
+            "i": self.ino,
+            "f": self.fp,
+            "n": self.fplen,
+            "o": self.offset,
+            "s": self.start,
+            "a": self.args_seen,
+            "t": self.last_us,
+        }
+        if self.pieces:
+            # Read again from the first held piece; what was handed out after it is skipped.
+            held = {out.decode("ascii", "replace"): piece[1] for out, piece in self.pieces.items()}
+            doc.update(o=min(held.values()), y=self.offset, p=held)
+        return doc
+
+
+def _fingerprint(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+def _first_line(head: bytes) -> bytes:
+    """What a fingerprint covers of a file's first bytes: its first line, newline included."""
+    end = head.find(b"\n")
+    return head if end < 0 else head[: end + 1]
+
+
+def _whole(covered: bytes) -> bool:
+    """Whether a fingerprint's bytes are final: a whole first line, or the most it covers."""
+    return covered.endswith(b"\n") or len(covered) >= FINGERPRINT_BYTES
+
+
+def _open(path: Path) -> IO[bytes]:
+    if path.name.endswith(".gz"):
+        return gzip.GzipFile(path, "rb")  # type: ignore[return-value]  # an IO[bytes] in all but name
+    return open(path, "rb")
+
+
+def _head(path: Path, n: int) -> bytes | None:
+    """The first `n` bytes of a file (decompressed for .gz), None when it cannot be read."""
+    try:
+        with _open(path) as fh:
+            return fh.read(n)
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return None
+
+
+def parse_time_us(text: bytes, _cache: dict[bytes, int] | None = None) -> int | None:
+    """RFC 3339 with nanoseconds (`2026-01-01T00:00:00.123456789Z`, or `+02:00`) -> unix µs."""
+    try:
+        day = text[:10]
+        base = _cache.get(day) if _cache is not None else None
+        if base is None:
+            if text[4:5] != b"-" or text[7:8] != b"-":
+                return None
+            base = calendar.timegm((int(day[0:4]), int(day[5:7]), int(day[8:10]), 0, 0, 0, 0, 0, 0))
+            if _cache is not None:
+                if len(_cache) > 4096:
+                    _cache.clear()
+                _cache[day] = base
+        if text[10:11] not in (b"T", b"t", b" ") or text[13:14] != b":" or text[16:17] != b":":
+            return None
+        base += int(text[11:13]) * 3600 + int(text[14:16]) * 60 + int(text[17:19])
+        rest = text[19:]
+        us = 0
+        if rest[:1] == b".":
+            end = 1
+            while end < len(rest) and 48 <= rest[end] <= 57:
+                end += 1
+            us = int(rest[1:end][:6].ljust(6, b"0"))
+            rest = rest[end:]
+        offset = 0
+        if rest[:1] in (b"+", b"-") and len(rest) >= 6:
+            offset = (int(rest[1:3]) * 60 + int(rest[4:6])) * 60
+            if rest[:1] == b"-":
+                offset = -offset
+        elif rest[:1] not in (b"Z", b"z"):
+            return None
+        return (base - offset) * 1_000_000 + us
+    except ValueError:
+        return None
+
+
+def start_id(seed: str, realtime_us: int) -> str:
+    """The id of a start found in a stream's lines: its seed (container id) and first line."""
+    return hashlib.sha256(f"file\0{seed}\0{realtime_us}".encode()).hexdigest()[:32]
+
+
+class FileSource:
+    """Follows the streams of one or more layouts; the journal source's interface (source.py)."""
+
+    def __init__(self, layouts: Sequence[Layout], *, clock: Any = time.time) -> None:
+        self.layouts = tuple(layouts)
+        self._clock = clock
+        self._streams: list[Stream] = []
+        self._layout_of: dict[str, Layout] = {}
+        self._first_us: dict[str, int] = {}  # the time of a stream's first line, once known
+        self._positions: dict[str, _Position] = {}
+        self._inotify: Inotify | None = None
+        self._layout_changed = True
+        self._since_us: int | None = None  # streams read from their start skip older lines
+        self._realtime = 0
+        self._time_cache: dict[bytes, int] = {}
+        self.last_realtime_us: int | None = None
+        self.corrupt_reads = 0  # lines that are not the layout's format, skipped
+        self.truncated_reads = 0  # files found shorter than the position in them
+        self.unreadable_files: tuple[tuple[Path, str], ...] = ()
+        self.forged_entries = 0  # files have no fields another process could forge
+        self.units = tuple(t for layout in self.layouts for t in layout.targets)
+        self._read_any = False
+
+    # -- opening and positioning ---------------------------------------------------------------
+
+    def open(self, *, follow: bool = True) -> None:
+        """List the layouts (and watch their directories when `follow`)."""
+        if follow:
+            from .inotify import Inotify, InotifyError  # ctypes: only a following source
+
+            try:
+                self._inotify = Inotify()
+            except InotifyError as exc:
+                raise JournalError(str(exc)) from exc
+        self._discover()
+
+    def close(self) -> None:
+        for pos in self._positions.values():
+            self._close_file(pos)
+        if self._inotify is not None:
+            self._inotify.close()
+            self._inotify = None
+
+    def seek_head(self) -> None:
+        self._reset()
+        self._since_us = None
+
+    def seek_realtime(self, seconds: float) -> None:
+        self._reset()
+        self._since_us = int(seconds * 1_000_000)
+
+    def seek_boot_start(self, boot_id: str | None = None) -> None:
+        """From this boot's start: files outlive a reboot (/var/log/pods, /var/lib/docker)."""
+        self._reset()
+        self._since_us = int(_boot_time() * 1_000_000)
+
+    def seek_cursor(self, cursor: str) -> bool:
+        """Resume at the positions of `cursor`; streams it does not name are read from their
+        start. False when the cursor is not one of this source's (read from the start)."""
+        self._reset()
+        self._since_us = None
+        try:
+            doc = json.loads(cursor)
+            if isinstance(doc, dict) and "files" in doc and "v" not in doc:
+                doc = doc["files"]  # a combined source's cursor
+            if not isinstance(doc, dict) or doc.get("v") != CURSOR_VERSION:
+                return False
+            for key, saved in doc["s"].items():
+                pos = _Position(
+                    dev=int(saved["d"]),
+                    ino=int(saved["i"]),
+                    fp=str(saved["f"]),
+                    fplen=int(saved["n"]),
+                    offset=int(saved["o"]),
+                    start=saved.get("s"),
+                    args_seen=bool(saved.get("a")),
+                    last_us=int(saved.get("t", 0)),
+                    replay_until=int(saved.get("y", 0)),
+                    replay={str(k).encode(): int(v) for k, v in saved.get("p", {}).items()},
+                )
+                self._positions[str(key)] = pos
+        except (ValueError, KeyError, TypeError, AttributeError):
+            self._reset()
+            return False
+        return True
+
+    @staticmethod
+    def cursor_time(cursor: str) -> float:
+        """The time of the newest line a cursor of this source is after (unix seconds)."""
+        try:
+            doc = json.loads(cursor)
+            if "files" in doc and "v" not in doc:
+                doc = doc["files"]
+            return max((int(p.get("t", 0)) for p in doc["s"].values()), default=0) / 1e6
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return 0.0
+
+    def _reset(self) -> None:
+        for pos in self._positions.values():
+            self._close_file(pos)
+        self._positions.clear()
+        self._read_any = False
+
+    # -- following ------------------------------------------------------------------------------
+
+    def fileno(self) -> int:
+        if self._inotify is None:
+            raise JournalError("the file source is not following (opened with follow=False)")
+        return self._inotify.fileno()
+
+    def poll_events(self) -> int:
+        return select.POLLIN
+
+    def timeout_ms(self) -> int | None:
+        return None
+
+    def acknowledge_changes(self) -> None:
+        """Take in the inotify events queued; a created, renamed or removed file lists the
+        layouts again before the next read."""
+        if self._inotify is None:
+            return
+        from .inotify import LAYOUT_EVENTS
+
+        for _path, mask, _name in self._inotify.read():
+            if mask & LAYOUT_EVENTS:
+                self._layout_changed = True
+
+    def _discover(self) -> None:
+        streams: list[Stream] = []
+        for layout in self.layouts:
+            if self._inotify is not None:
+                # A directory that vanished drops its own watch (IN_IGNORED); one made since
+                # the last listing is watched from now on.
+                for path in layout.directories():
+                    self._inotify.watch(path)
+            for stream in layout.streams():
+                streams.append(stream)
+                self._layout_of[stream.key] = layout
+        # A stream whose files are gone while one is open is read to the end of that file.
+        listed = {s.key for s in streams}
+        for old in self._streams:
+            pos = self._positions.get(old.key)
+            if old.key not in listed and pos is not None and pos.fh is not None:
+                streams.append(old)
+        self._streams = sorted(streams, key=self._order)
+        self._layout_changed = False
+
+    def _order(self, stream: Stream) -> tuple[int, str]:
+        """Streams in the order they started: the time of their first line (unknown: last)."""
+        known = self._first_us.get(stream.key)
+        if known is not None:
+            return (known, stream.key)
+        for path in stream.files:
+            head = _head(path, 1 << 16)
+            if head:
+                t = self._line_time(stream.fmt, head.split(b"\n", 1)[0])
+                if t is not None:
+                    self._first_us[stream.key] = t
+                    return (t, stream.key)
+        return (1 << 62, stream.key)
+
+    def _line_time(self, fmt: LineFormat, line: bytes) -> int | None:
+        if fmt == "cri":
+            return parse_time_us(line.split(b" ", 1)[0], self._time_cache)
+        try:
+            obj = json.loads(line)
+            return parse_time_us(str(obj["time"]).encode(), self._time_cache)
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def lines(self, limit: int | None = None) -> Iterator[SourceItem]:
+        """The lines available now, stream after stream in the order they started: a
+        JournalEntry for a stream's first line here and for a new start, raw bytes (the
+        journal source's fast path) for the next line of the same start."""
+        if self._layout_changed or self._inotify is None:
+            self._discover()
+        count = 0
+        for stream in list(self._streams):
+            if limit is not None and count >= limit:
+                return
+            first = True
+            current: str | None = None
+            for raw, t_us, start in self._read(stream):
+                count += 1
+                self._realtime = t_us
+                self.last_realtime_us = t_us
+                self._read_any = True
+                if first or start != current:
+                    first = False
+                    current = start
+                    yield JournalEntry(
+                        unit=stream.target,
+                        message=clean_message(raw),
+                        realtime_us=t_us,
+                        invocation_id=start,
+                    )
+                else:
+                    yield raw
+                if limit is not None and count >= limit:
+                    return
+
+    def _read(self, stream: Stream) -> Iterator[tuple[bytes, int, str]]:
+        """(line, time, start id) of one stream from its position on, its files in turn."""
+        pos = self._positions.get(stream.key)
+        if pos is None:
+            pos = self._positions[stream.key] = _Position()
+        if not pos.found and not self._locate(stream, pos):
+            return
+        # Never the same file twice in one round (an empty rotated file has no identity to be
+        # told from the others by); a file made again under a name is another file.
+        entered: set[tuple[Path | None, int, int, str]] = set()
+        while pos.fh is not None:
+            entered.add((pos.path, pos.dev, pos.ino, pos.fp))
+            yield from self._read_file(stream, pos, pos.fh)
+            newer = self._newer_files(stream, pos)
+            if not newer:
+                if self._check_truncation(pos):
+                    continue  # read again from its start
+                return
+            # The writer has moved on to a newer file; what it wrote to this one before that
+            # (after the read above reached its end) is read first.
+            if pos.fh is not None:
+                yield from self._read_file(stream, pos, pos.fh)
+            before = pos.saved() if pos.fplen else pos.previous
+            if not any(self._enter(pos, p, 0, entered) for p in newer):
+                return
+            pos.previous = before
+
+    def _locate(self, stream: Stream, pos: _Position) -> bool:
+        """Put a stream's position on a file: the one its saved identity names, else (a new
+        stream, or its file gone) the oldest one there is."""
+        files = self._files(stream)
+        if not files:
+            return False
+        if pos.fp or pos.dev:
+            for path in files:
+                if self._is(pos, path) and self._enter(pos, path, pos.offset):
+                    return True
+            # The saved file is gone (rotated away while we were stopped): the files there
+            # are all newer than it, since rotation removes the oldest first.
+            # Lines up to the last one handed out are skipped by their time (the saved file
+            # may have been empty, or gzipped, so its identity is not there to find).
+            log.warning(
+                "log_file_position_lost",
+                stream=stream.key,
+                action="read from the oldest file, after the time of the last line read",
+            )
+            pos.pieces.clear()
+            pos.replay_until, pos.replay = 0, {}
+            pos.skip_us = pos.last_us
+        return any(self._enter(pos, path, 0) for path in files)
+
+    def _files(self, stream: Stream) -> tuple[Path, ...]:
+        layout = self._layout_of.get(stream.key)
+        return layout.files(stream) if layout is not None else stream.files
+
+    def _is(self, pos: _Position, path: Path) -> bool:
+        """Whether `path` is the file the position names (a gzipped copy of it included)."""
+        gz = path.name.endswith(".gz")
+        if not gz:
+            try:
+                st = os.stat(path)
+            except OSError:
+                return False
+            if (st.st_dev, st.st_ino) != (pos.dev, pos.ino):
+                return False
+        if pos.fplen == 0:
+            return not gz
+        head = _head(path, pos.fplen)
+        return head is not None and len(head) == pos.fplen and _fingerprint(head) == pos.fp
+
+    def _enter(
+        self,
+        pos: _Position,
+        path: Path,
+        offset: int,
+        entered: set[tuple[Path | None, int, int, str]] | None = None,
+    ) -> bool:
+        """Open `path` at `offset` as the position's file; False when it cannot be opened.
+
+        Pieces of a split line still held go on into the new file (a writer that rotated in the
+        middle of one); their saved position is then the new file's start."""
+        try:
+            fh = _open(path)
+            if path.name.endswith(".gz"):
+                dev, ino = 0, 0
+            else:
+                st = os.fstat(fh.fileno())
+                dev, ino = st.st_dev, st.st_ino
+                if st.st_size < offset:
+                    self._truncated(path, pos)
+                    offset = 0
+            head = fh.read(FINGERPRINT_BYTES)
+            fh.seek(offset)
+        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            log.warning("log_file_unreadable", file=str(path), error=str(exc))
+            return False
+        head = _first_line(head)
+        if entered is not None and (path, dev, ino, _fingerprint(head)) in entered:
+            fh.close()
+            return False
+        self._close_file(pos)
+        pos.fh, pos.path, pos.gz = fh, path, path.name.endswith(".gz")
+        pos.dev, pos.ino = dev, ino
+        pos.fp, pos.fplen, pos.fp_whole = _fingerprint(head), len(head), _whole(head)
+        pos.offset = offset
+        for piece in pos.pieces.values():
+            piece[1] = offset
+        pos.found = True
+        return True
+
+    def _truncated(self, path: Path, pos: _Position) -> None:
+        self.truncated_reads += 1
+        log.warning("log_file_truncated", file=str(path), action="read again from its start")
+        pos.pieces.clear()
+        pos.replay_until, pos.replay = 0, {}
+
+    def _newer_files(self, stream: Stream, pos: _Position) -> tuple[Path, ...]:
+        """At the end of the position's file: the stream's files newer than it (it was rotated
+        or replaced); none when it is the newest."""
+        files = self._files(stream)
+        here = None
+        for i, path in enumerate(files):
+            if path == pos.path and not pos.gz and self._same_inode(path, pos):
+                here = i
+                break
+        if here is None:
+            for i, path in enumerate(files):
+                if self._is(pos, path):
+                    here = i
+                    break
+        if here is None and pos.fplen == 0 and pos.path in files and not self._unlinked(pos):
+            # An empty file has no fingerprint to be found by; it is where its name is.
+            here = files.index(pos.path)
+        if here is not None and here == len(files) - 1:
+            return ()
+        if here is not None:
+            return files[here + 1 :]
+        # Not there at all: removed (rotated away, gzipped while empty, or the container's file
+        # replaced). The files there are read from the oldest, lines up to the last one handed
+        # out skipped by their time, so nothing is handed out twice.
+        pos.skip_us = max(pos.skip_us, pos.last_us)
+        return files
+
+    @staticmethod
+    def _unlinked(pos: _Position) -> bool:
+        if pos.fh is None or pos.gz:
+            return False
+        try:
+            return os.fstat(pos.fh.fileno()).st_nlink == 0
+        except OSError:
+            return True
+
+    @staticmethod
+    def _same_inode(path: Path, pos: _Position) -> bool:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) == (pos.dev, pos.ino)
+
+    def _check_truncation(self, pos: _Position) -> bool:
+        """Whether the newest file got shorter than the position in it (truncated in place);
+        if so the position is moved to its start."""
+        if pos.fh is None or pos.gz:
+            return False
+        try:
+            size = os.fstat(pos.fh.fileno()).st_size
+        except OSError:
+            return False
+        if size >= pos.offset:
+            return False
+        assert pos.path is not None
+        self._truncated(pos.path, pos)
+        pos.fh.seek(0)
+        pos.offset = 0
+        return True
+
+    def _read_file(
+        self, stream: Stream, pos: _Position, fh: IO[bytes]
+    ) -> Iterator[tuple[bytes, int, str]]:
+        docker = stream.fmt == "docker"
+        since = self._since_us
+        readline = fh.readline
+        while True:
+            try:
+                line = readline(MAX_LINE_BYTES)
+            except (OSError, EOFError, gzip.BadGzipFile) as exc:
+                log.warning("log_file_unreadable", file=str(pos.path), error=str(exc))
+                return
+            if not line:
+                return
+            if not line.endswith(b"\n"):
+                if len(line) < MAX_LINE_BYTES:
+                    # A line being written: read again from its start next time.
+                    fh.seek(pos.offset)
+                    return
+                line += fh.readline()  # an over-long line: cut (the rest dropped below)
+                while line and not line.endswith(b"\n"):
+                    more = fh.readline(MAX_LINE_BYTES)
+                    if not more:
+                        fh.seek(pos.offset)
+                        return
+                    line = more if more.endswith(b"\n") else b""
+            at = pos.offset
+            pos.offset += len(line)
+            if not pos.fp_whole and not pos.gz:
+                self._refresh_fingerprint(pos)
+            parsed = _parse_docker(line) if docker else _parse_cri(line)
+            if parsed is None:
+                self.corrupt_reads += 1
+                continue
+            text, ts, out, partial = parsed
+            t_us = parse_time_us(ts, self._time_cache)
+            if t_us is None:
+                self.corrupt_reads += 1
+                continue
+            if pos.skip_us:
+                if t_us <= pos.skip_us:
+                    continue
+                pos.skip_us = 0
+            if pos.replay_until:
+                if at >= pos.replay_until:
+                    pos.replay_until, pos.replay = 0, {}
+                elif at < pos.replay.get(out, pos.replay_until):
+                    continue  # handed out before the restart (or a piece of such a line)
+            held = pos.pieces.get(out)
+            if partial:
+                if held is None:
+                    pos.pieces[out] = [bytearray(text[:MAX_LINE_BYTES]), at, t_us]
+                elif len(held[0]) < MAX_LINE_BYTES:
+                    held[0] += text[: MAX_LINE_BYTES - len(held[0])]
+                continue
+            # The time of the last record of the line: a position lost is found again after it
+            # (the skip above), never in the middle of a split line.
+            pos.last_us = max(pos.last_us, t_us)
+            if held is not None:
+                del pos.pieces[out]
+                held[0] += text[: max(MAX_LINE_BYTES - len(held[0]), 0)]
+                text, t_us = bytes(held[0]), held[2]
+            start = self._start_of(stream, pos, text, t_us)
+            if since is not None and t_us < since:
+                continue
+            yield text, t_us, start
+
+    @staticmethod
+    def _start_of(stream: Stream, pos: _Position, text: bytes, t_us: int) -> str:
+        """The start a line belongs to. A fixed one (a pod's N.log); else a container's lines
+        open a start at their first line and at each `server_args=` line after the one of the
+        start before (SGLang prints one per process start; the json-file log keeps no mark of
+        a restart), as the tracker does for a journal without invocation ids."""
+        if stream.start is not None:
+            return stream.start
+        if pos.start is None:
+            pos.start = start_id(stream.seed, t_us)
+            pos.args_seen = False
+        if b"server_args=" in text:
+            if pos.args_seen:
+                pos.start = start_id(stream.seed, t_us)
+            pos.args_seen = True
+        return pos.start
+
+    def _refresh_fingerprint(self, pos: _Position) -> None:
+        """The file has grown past what its fingerprint covers: cover its first line now."""
+        if pos.fh is None or pos.offset <= pos.fplen:
+            return
+        try:
+            head = _first_line(os.pread(pos.fh.fileno(), FINGERPRINT_BYTES, 0))
+        except OSError:
+            return
+        pos.fp, pos.fplen, pos.fp_whole = _fingerprint(head), len(head), _whole(head)
+
+    @staticmethod
+    def _close_file(pos: _Position) -> None:
+        if pos.fh is not None:
+            with contextlib.suppress(OSError):
+                pos.fh.close()
+            pos.fh = None
+
+    # -- the position ---------------------------------------------------------------------------
+
+    def realtime_us(self) -> int:
+        return self._realtime
+
+    def monotonic(self) -> tuple[int, str] | None:
+        return None  # a log file has no monotonic clock; durations use the line times
+
+    def cursor(self) -> str | None:
+        """Every stream's position, as JSON (None before anything was positioned)."""
+        saved = {key: pos.saved() for key, pos in self._positions.items() if pos.found or pos.fp}
+        if not saved:
+            return None
+        if len(saved) > POSITIONS_KEPT:
+            live = {s.key for s in self._streams}
+            gone = [k for k in saved if k not in live]
+            for key in gone[: len(saved) - POSITIONS_KEPT]:
+                del saved[key]
+        return json.dumps({"v": CURSOR_VERSION, "s": saved}, separators=(",", ":"))
+
+    @property
+    def partial_pending(self) -> bool:
+        """Pieces of a split line read but not handed out (the position stays before them)."""
+        return any(pos.pieces for pos in self._positions.values())
+
+
+def _parse_docker(line: bytes) -> tuple[bytes, bytes, bytes, bool] | None:
+    """(text, time, output, partial) of a json-file line; a piece of a split line lacks the
+    newline."""
+    try:
+        obj = json.loads(line)
+        text = obj["log"]
+        ts = obj["time"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(text, str) or not isinstance(ts, str):
+        return None
+    out = obj.get("stream")
+    output = out.encode() if isinstance(out, str) else b""
+    raw = text.encode("utf-8", "surrogateescape")
+    if raw.endswith(b"\n"):
+        return raw[:-1], ts.encode(), output, False
+    return raw, ts.encode(), output, True
+
+
+def _parse_cri(line: bytes) -> tuple[bytes, bytes, bytes, bool] | None:
+    """(text, time, output, partial) of a CRI line: `<time> <stream> <P|F>[:tags] <text>`."""
+    parts = line[:-1].split(b" ", 3) if line.endswith(b"\n") else line.split(b" ", 3)
+    if len(parts) < 3:
+        return None
+    ts, output, tag = parts[0], parts[1], parts[2]
+    text = parts[3] if len(parts) == 4 else b""
+    flag = tag.split(b":", 1)[0]
+    if flag not in (b"P", b"F"):
+        return None
+    return text, ts, output, flag == b"P"
+
+
+def _boot_time() -> float:
+    try:
+        with open("/proc/stat", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"btime "):
+                    return float(line.split()[1])
+    except OSError:
+        pass
+    return time.time() - time.monotonic()
