@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_PENDING = 0, 1, 2, 3, 4
 # `check --wait`: how often the state is re-read while the latest startup is still starting.
 WAIT_POLL_S = 0.5
+STARTUPS_PAGE = 50  # `sentinel startups` shows this many by default (--limit, --before)
 log = Logger("sglang_sentinel")
 
 
@@ -121,6 +122,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("startups", help="list recorded startups")
     _common(p)
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--limit",
+        type=_count,
+        default=STARTUPS_PAGE,
+        metavar="N",
+        help=f"the newest N startups (default {STARTUPS_PAGE}; 0 = all)",
+    )
+    p.add_argument(
+        "--before",
+        metavar="STARTUP",
+        help="only startups recorded before STARTUP (invocation-id prefix): the next page",
+    )
 
     p = sub.add_parser("baseline", help="show, pin or unpin the baseline startup")
     _common(p)
@@ -304,7 +317,15 @@ def cmd_scan(args: argparse.Namespace) -> int:
     # state must not find its own position moved or its open startups closed by it. Every
     # startup is compared once, after the whole pass, with its final baseline; the commits only
     # store.
-    pipeline = Pipeline(source, rules, policy, store, source_key=None, evaluator=_stored_only)
+    pipeline = Pipeline(
+        source,
+        rules,
+        policy,
+        store,
+        source_key=None,
+        startups_kept=config.startups_kept_per_unit,
+        evaluator=_stored_only,
+    )
     if since is not None:
         source.seek_realtime(since)
     else:
@@ -322,12 +343,16 @@ def cmd_scan(args: argparse.Namespace) -> int:
         if n == 0:
             break
     source.close()
-    # Re-evaluate after the whole pass so every startup is compared with its final baseline.
+    # Re-evaluate after the whole pass so every startup is compared with its final baseline;
+    # judged at this moment as `check` judges them, so a startup still starting past its time
+    # is stalled here too, not "pending".
     comparisons = []
+    now = time.time()
     for inv in seen:
         record = store.startup(inv)
         if record is not None:
-            comparisons.append(evaluate(store, record, policy))
+            comparisons.append(evaluate(store, record, policy, now=now))
+    store.close()  # a writer's close leaves no -wal/-shm for the readers after it (state.py)
     log.info("scan_finished", entries=pipeline.stats.entries_read, startups=len(comparisons))
     if args.json:
         _emit_json(scan_json(comparisons))
@@ -339,13 +364,30 @@ def cmd_scan(args: argparse.Namespace) -> int:
 def cmd_startups(args: argparse.Namespace) -> int:
     config = _load(args)
     store = StateStore(config.state_dir, readonly=True)
-    records = store.startups(config.targets)
+    before = store.find_startup(args.before, config.targets) if args.before else None
+    # One page, newest last: reading and comparing the whole history would take minutes.
+    records = store.startups(
+        config.targets,
+        limit=args.limit or None,
+        before=before.invocation_id if before else None,
+    )
+    older = bool(records) and bool(
+        args.limit and store.startups(config.targets, limit=1, before=records[0].invocation_id)
+    )
+    next_before = records[0].invocation_id if older else None
     baselines = {u: i for u, (i, _) in store.baselines().items()}
     if args.json:
         policy = _policy(config)
-        _emit_json({"startups": [startup_json(evaluate(store, r, policy)) for r in records]})
+        _emit_json(
+            {
+                "startups": [startup_json(evaluate(store, r, policy)) for r in records],
+                "next_before": next_before,
+            }
+        )
     else:
         print(render_startups(records, baselines))
+        if next_before is not None:
+            print(f"(older startups: sentinel startups --before {next_before[:12]})")
     return EXIT_OK
 
 
@@ -364,6 +406,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
         return _baseline_import(store, units[0], args.import_file, config.gpu or "", args.force)
     if args.unpin:
         removed = store.unpin(units[0])
+        store.close()
         print(
             f"{units[0]}: baseline unpinned" if removed else f"{units[0]}: no baseline was pinned"
         )
@@ -382,6 +425,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
                 f"startup {record.invocation_id[:8]} is {record.outcome}; pin a ready startup"
             )
         store.pin(record.unit, record.invocation_id)
+        store.close()
         log.info("baseline_pinned", unit=record.unit, invocation=record.invocation_id[:8])
         print(f"{record.unit}: pinned startup {record.invocation_id[:8]} as baseline")
         return EXIT_OK
@@ -437,6 +481,7 @@ def _baseline_import(store: StateStore, unit: str, path: Path, gpu: str, force: 
     with store.transaction():
         store.save_startup(file.record, None)
     store.pin(unit, file.record.invocation_id)
+    store.close()
     log.info("baseline_imported", unit=unit, sha256=file.sha256, forced=bool(problems))
     note = f" despite: {'; '.join(problems)}" if problems else ""
     print(f"{unit}: pinned imported baseline sha256 {file.sha256}{note}")
@@ -481,6 +526,12 @@ def _seconds(text: str) -> float:
     if not 0 <= value <= 86400 * 7:
         raise argparse.ArgumentTypeError(f"{text!r}: give 0 to 604800 seconds")
     return value
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (0 = all)")
+    return int(text)
 
 
 def cmd_check(args: argparse.Namespace) -> int:

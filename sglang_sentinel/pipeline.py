@@ -115,6 +115,7 @@ class Pipeline:
         source_key: str | None,
         stats: Stats | None = None,
         checkpoint_interval: float = 0.0,
+        startups_kept: int | None = None,
         matcher: Matcher | None = None,
         evaluator: Evaluate = evaluate,
         clock: Callable[[], float] = time.monotonic,
@@ -144,6 +145,10 @@ class Pipeline:
         # A cursor move with no record change is committed at most this often (seconds);
         # replaying those entries after a crash changes nothing, so delaying them is safe.
         self.checkpoint_interval = checkpoint_interval
+        # Retention: each unit's stored startups beyond this many are pruned in the commit that
+        # stores a new one (None: keep all). See StateStore.prune for what is always kept.
+        self.startups_kept = startups_kept
+        self._grown: set[str] = set()  # units with a new startup in the commit under way
         self._last_checkpoint = 0.0
         # invocation id -> latest batch-line values as of the last successful commit (never
         # persisted; read-only, replaced whole by each commit).
@@ -303,6 +308,7 @@ class Pipeline:
             return []
         comparisons: list[Comparison] = []
         recorded = 0
+        self._grown = set()
         try:
             with self.store.transaction():
                 for inv in dirty:
@@ -317,6 +323,9 @@ class Pipeline:
                     # Only each unit's newest startup can still change; older ones need no
                     # resume state.
                     self.store.clear_builders(key, self._open_ids())
+                if self.startups_kept is not None:
+                    for unit in sorted(self._grown):
+                        self.store.prune(unit, self.startups_kept)
                 if cursor is not None and key is not None:
                     self.store.save_cursor(key, cursor)
         except (sqlite3.Error, OSError) as exc:
@@ -347,11 +356,20 @@ class Pipeline:
             try:
                 record, builder = self.tracker.saved_form(inv)
                 stage = "state"
+                if store.is_pruned(inv):
+                    return None  # read again after retention pruned it: stays pruned
                 new = store.save_startup(record, builder, self.source_key)
                 if new is None:
                     # The stored record is stronger (read from more of the startup's lines)
                     # and stays; it is what is compared and announced.
                     record = store.startup(inv) or record
+                elif new and self.startups_kept is not None:
+                    # Pruned as each new one is stored, so the pages it frees hold the next
+                    # (a scan commits thousands at once: pruning at the end would grow the file
+                    # to all of them first); and once more at the end (commit), when the
+                    # startups that closed in this commit have no resume state left.
+                    store.prune(record.unit, self.startups_kept)
+                    self._grown.add(record.unit)
                 stage = "compare"
                 comparison = self.evaluator(store, record, self.policy)
             except (sqlite3.OperationalError, OSError):
@@ -370,6 +388,8 @@ class Pipeline:
             try:
                 record, builder = self.tracker.saved_form(inv)
                 stage = "state"
+                if self.store.is_pruned(inv):
+                    return
                 self.store.save_startup(record, builder, self.source_key)
             except (sqlite3.OperationalError, OSError):
                 raise

@@ -178,12 +178,27 @@ _FLAG_VALUE = re.compile(
     r"""(?P<value>'[^'\n]*'|"[^"\n]*"|(?!-)[^\s'"]+)"""
 )
 _BEARER = re.compile(r"(?i)(?<![\w-])(?P<scheme>bearer)[ \t]+(?P<value>[\w.~+/=-]+)")
-# `token X` / `Basic X` / `key X` in prose: only a dot-free value with letters and digits is
-# taken for a credential ("the token is invalid", "missing key model.layers.10.mlp" keep theirs).
+# `token X` / `Basic X` / `key X` / `HF_TOKEN X` (any secret name) in prose: only a dot-free
+# value of 8+ characters with letters and digits is taken for a credential ("the token is
+# invalid", "missing key model.layers.10.mlp" keep theirs), or after a name that is itself a
+# secret's (`HF_TOKEN`, `api_key`) one of 14+ characters, as a chosen password may be; it may be
+# quoted and may end a sentence ("... token X.").
+# Names are found on their own (as in _scrub_pairs): a word that is no secret's name never hides
+# the one after it ("invalid HF_TOKEN X").
+_SCHEME = re.compile(r"(?<![\w-])(?P<scheme>[A-Za-z_][\w-]*)[ \t]+")
 _SCHEME_VALUE = re.compile(
-    r"(?i)(?<![\w-])(?P<scheme>token|basic|key|password|secret)[ \t]+"
-    r"(?P<value>(?=[\w~+/=-]*[0-9])(?=[\w~+/=-]*[A-Za-z])[\w~+/=-]{8,})(?![\w.~+/=-])"
+    r"(?P<q>['\"]?)(?P<value>[\w~+/=-]{8,})(?P=q)(?![\w~+/=-])(?!\.[\w~+/=-])"
 )
+_HAS_DIGIT = re.compile(r"[0-9]")
+_HAS_LETTER = re.compile(r"[A-Za-z]")
+_SCHEME_WORDS = frozenset({"token", "basic", "key", "password", "secret"})
+# Single-letter options that take a credential: `-k KEY`, `-p PASSWORD` (SGLang has no short
+# options, so one in its command line or an `unrecognized arguments:` line is someone else's
+# convention: key and password are the ones that carry secrets).
+_SHORT_SECRET_OPTION = re.compile(
+    r"(?<![\w-])(?P<flag>-[kp])(?P<sep>=|[ \t]+)(?P<value>'[^'\n]*'|\"[^\"\n]*\"|(?!-)[^\s'\"]+)"
+)
+_SHORT_SECRET_FLAGS = frozenset({"-k", "-p"})
 _PROVIDER_TOKEN = re.compile(r"(?<![\w-])(?:sk-[A-Za-z0-9_-]{8,}|hf_[A-Za-z0-9]{30,})")
 # Token shapes that are secrets wherever they appear, inside a path or a sentence included:
 # GitHub (classic and fine-grained), Slack tokens, AWS access key ids, JWTs, Google API keys.
@@ -196,7 +211,15 @@ _KNOWN_TOKEN = re.compile(
     r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"
     r"|AIza[0-9A-Za-z_-]{35}"
     r"|hf_[A-Za-z0-9]{30,}"
+    # Mailchimp API keys (from detect-secrets' plugin set; README "Secrets").
+    r"|[0-9a-f]{32}-us[0-9]{1,2}(?![0-9])"
     r")"
+)
+# A PEM private key, to its END line or, cut off, to the end of the text (detect-secrets' shape).
+_PRIVATE_KEY = re.compile(
+    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+    r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|.*)",
+    re.S,
 )
 # Slack/Discord webhook URLs: the path is the credential.
 _WEBHOOK_PATH = re.compile(
@@ -229,6 +252,14 @@ def is_secret_key(name: str) -> bool:
     if not words:
         return False
     if any(word in _SECRET_WORDS for word in words):
+        return True
+    # `api_key_x`, `private_key_path`, `admin_api_key_2`: a qualified key anywhere in the name
+    # (what comes after it names a variant or where the key lives, never a non-secret).
+    if any(
+        word in ("key", "keys") and words[i - 1] in _KEY_QUALIFIERS
+        for i, word in enumerate(words[:-1])
+        if i
+    ):
         return True
     last = words[-1]
     if last in ("key", "keys"):
@@ -325,6 +356,8 @@ def _replace_run(match: re.Match[str]) -> str:
 
 def scrub_shapes(text: str) -> str:
     """Redact secrets recognised by their shape alone, wherever they are in `text`."""
+    if "PRIVATE KEY" in text:
+        text = _PRIVATE_KEY.sub(REDACTED, text)
     if "hooks." in text or "webhooks/" in text:
         text = _WEBHOOK_PATH.sub(lambda m: f"{m.group('head')}{REDACTED}", text)
     text = _KNOWN_TOKEN.sub(REDACTED, text)
@@ -408,7 +441,11 @@ def _flag_name(flag: str) -> str:
 def redact_cmdline(cmdline: str) -> tuple[str, ...]:
     """Split a space-separated `_CMDLINE` into argv tokens with secret values redacted."""
     prefix, groups = _flag_groups(cmdline.split())
-    out: list[str] = [_redact_bare_token(token) for token in prefix]
+    out: list[str] = []
+    for token in prefix:
+        # `-k KEY` before the first long flag: the token after a secret short option.
+        after_secret = bool(out) and out[-1] in _SHORT_SECRET_FLAGS
+        out.append(REDACTED if after_secret else _redact_bare_token(token))
     for group in groups:
         flag, eq, first = group[0].partition("=")
         values = ([first] if eq else []) + group[1:]
@@ -462,22 +499,49 @@ def scrub_text(text: str) -> str:
 
 def _scrub(text: str, *, provider_anywhere: bool) -> str:
     text = scrub_shapes(text)
+    if "-k" in text or "-p" in text:
+        text = _SHORT_SECRET_OPTION.sub(
+            lambda m: f"{m.group('flag')}{m.group('sep')}{REDACTED}", text
+        )
     if not _SCRUB_HINT.search(text):
         return text
     text = _scrub_urls(text)
     text = _FLAG_VALUE.sub(_replace_flag_value, text)
     text = _scrub_pairs(text)
     text = _BEARER.sub(lambda m: f"{m.group('scheme')} {REDACTED}", text)
-    text = _SCHEME_VALUE.sub(_replace_scheme_value, text)
+    text = _scrub_scheme_values(text)
     if provider_anywhere:
         text = _PROVIDER_TOKEN.sub(REDACTED, text)
     return text
 
 
-def _replace_scheme_value(match: re.Match[str]) -> str:
-    if match.group("value") == REDACTED.strip("<>"):
-        return match.group(0)
-    return f"{match.group('scheme')} {REDACTED}"
+def _scrub_scheme_values(text: str) -> str:
+    """`token X`, `HF_TOKEN X`: the value after a scheme word or a secret's name (see
+    _SCHEME_VALUE for which values count)."""
+    out: list[str] = []
+    pos = 0
+    for found in _SCHEME.finditer(text):
+        scheme = found.group("scheme")
+        if found.start() < pos:
+            continue
+        plain_scheme = scheme.lower() in _SCHEME_WORDS
+        if not plain_scheme and not is_secret_key(scheme):
+            continue
+        m = _SCHEME_VALUE.match(text, found.end())
+        if m is None or m.group("value") == REDACTED.strip("<>"):
+            continue
+        value = m.group("value")
+        mixed = bool(_HAS_DIGIT.search(value) and _HAS_LETTER.search(value))
+        if not (mixed or (not plain_scheme and len(value) >= 14)):
+            continue
+        q = m.group("q")
+        out.append(text[pos : found.end()])
+        out.append(f"{q}{REDACTED}{q}")
+        pos = m.end()
+    if not out:
+        return text
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def _scrub_pairs(text: str) -> str:

@@ -77,6 +77,11 @@ def test_only_genuine_secrets_among_real_server_args_fields() -> None:
         "api-key",
         "private_key",
         "api_keys",
+        # issue 20: a qualified key with something after it
+        "api_key_x",
+        "api-key-x",
+        "private_key_path",
+        "admin_api_key_2",
     ],
 )
 def test_secret_names(name: str) -> None:
@@ -202,6 +207,10 @@ def test_redact_cmdline_of_fixture() -> None:
         ("HF_TOKEN=hf_abc python -m x", (f"HF_TOKEN={REDACTED}", "python", "-m", "x")),
         ('x --model-loader-extra-config {"token": "abc", "n": 1}', ("x", "--model-loader-extra-config", '{"token":', f'"{REDACTED}",', '"n":', "1}")),
         ("x --cuda-graph-bs 1 2 4", ("x", "--cuda-graph-bs", "1", "2", "4")),
+        # issue 20: a short option's value, a qualified key with a suffix
+        (f"x -k {SECRET} --port 1", ("x", "-k", REDACTED, "--port", "1")),
+        (f"x --port 1 -p {SECRET}", ("x", "--port", "1", "-p", REDACTED)),
+        (f"x --api-key-x {SECRET} --private-key-path /k/a.pem", ("x", "--api-key-x", REDACTED, "--private-key-path", REDACTED)),
     ],
 )  # fmt: skip
 def test_redact_cmdline_forms(cmdline: str, expected: tuple[str, ...]) -> None:

@@ -149,6 +149,7 @@ def server_args(s: Secrets) -> str:
     return (
         "ServerArgs(model_path='/models/Qwen3.5-122B-A10B', tp_size=4, dp_size=1, "
         f"api_key='{s.field}', admin_api_key='{s.field}', x_key='{s.field}', "
+        f"private_key_path='{s.field}', "
         f"tool_server='Bearer {s.in_string}', "
         f"sampling_defaults='--api-key {s.in_string} --api-key={s.in_string}', "
         f"json_model_override_args='{headers}', "
@@ -165,7 +166,8 @@ def cmdline(s: Secrets) -> str:
         f"HF_TOKEN={s.cmdline} /opt/sglang/.venv/bin/python3 -m sglang.launch_server "
         f"--model-path /models/Qwen3.5-122B-A10B --tp-size 4 --api-key {s.cmdline} "
         f"--admin-api-key={s.cmdline} --header 'Authorization: Bearer {s.cmdline}' "
-        f"--api-kee {s.cmdline} --tool-server {s.bare_cmd}"
+        f"--api-kee {s.cmdline} --api-key-x {s.cmdline} -k {s.cmdline} "
+        f"--tool-server {s.bare_cmd}"
     )
 
 
@@ -175,6 +177,12 @@ def failure_lines(s: Secrets) -> list[str]:
         f"Scheduler hit an exception: ValueError: password: {s.failure}",
         f"Scheduler hit an exception: x-api-key: {s.failure}",
         f"Scheduler hit an exception: unrecognized arguments: --api-kee {s.failure}",
+        # Issue 20's shapes: a secret's name before the value, a qualified key with a suffix,
+        # a short option.
+        f"Scheduler hit an exception: OSError: HF_TOKEN {s.failure} rejected; "
+        f"private_key_path={s.failure}",
+        f"Scheduler hit an exception: unrecognized arguments: --api-key-x {s.failure} "
+        f"-k {s.failure}",
         f"Scheduler hit an exception: bad token {s.shaped}",
     ]
 
@@ -416,6 +424,69 @@ K = "Zq8xW2pLm4Nv7Rt1Yb6Kc3Hd9Fg5Js0A"
 )  # fmt: skip
 def test_shapes_from_issue_9(text: str, expected: str) -> None:
     assert scrub_text(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"Scheduler hit an exception: ValueError: invalid HF_TOKEN {K}", "Scheduler hit an exception: ValueError: invalid HF_TOKEN <redacted>"),
+        ("Scheduler hit an exception: OSError: HF_TOKEN hunter2hunter2hunter2 rejected", "Scheduler hit an exception: OSError: HF_TOKEN <redacted> rejected"),
+        ("Scheduler hit an exception: PermissionError: bad token hunter2hunter2hunter2.", "Scheduler hit an exception: PermissionError: bad token <redacted>."),
+        ("Scheduler hit an exception: HF_TOKEN correcthorsebatterystaple", "Scheduler hit an exception: HF_TOKEN <redacted>"),
+        ("Scheduler hit an exception: HF_TOKEN variable is required", "Scheduler hit an exception: HF_TOKEN variable is required"),
+        ("Scheduler hit an exception: ValueError: token 'hunter2hunter2hunter2' expired", "Scheduler hit an exception: ValueError: token '<redacted>' expired"),
+        ("error: unrecognized arguments: --api-key-x hunter2hunter2", "error: unrecognized arguments: --api-key-x <redacted>"),
+        ("error: unrecognized arguments: --api-key-x=hunter2hunter2", "error: unrecognized arguments: --api-key-x=<redacted>"),
+        ("error: unrecognized arguments: -k hunter2hunter2 --port 1", "error: unrecognized arguments: -k <redacted> --port 1"),
+        ("error: unrecognized arguments: -p 'hunter2 hunter2'", "error: unrecognized arguments: -p <redacted>"),
+        ("Scheduler hit an exception: private_key_path=/keys/hunter2.pem", "Scheduler hit an exception: private_key_path=<redacted>"),
+        # Two shapes of detect-secrets 1.5's plugin set the hand-written ones lacked.
+        ("key 0123456789abcdef0123456789abcdef-us12 rejected", "key <redacted> rejected"),
+        ("ValueError: -----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY----- bad", "ValueError: <redacted> bad"),
+        ("ValueError: -----BEGIN OPENSSH PRIVATE KEY----- b3BlbnNzaC1r", "ValueError: <redacted>"),
+        # Prose and facts keep theirs: a name that is no secret, a key path with dots, a count.
+        ("Scheduler hit an exception: KeyError: missing key model.layers.10.mlp.", "Scheduler hit an exception: KeyError: missing key model.layers.10.mlp."),
+        ("max_total_num_tokens 507050 and the token is invalid", "max_total_num_tokens 507050 and the token is invalid"),
+        ("Capture cuda graph bs [1, 2, 4] -pp 2 -kv fp8", "Capture cuda graph bs [1, 2, 4] -pp 2 -kv fp8"),
+    ],
+)  # fmt: skip
+def test_shapes_from_issue_20(text: str, expected: str) -> None:
+    """The secret shapes issue 20 found reaching state and JSON, and their look-alikes."""
+    assert scrub_text(text) == expected
+
+
+def test_a_slack_webhook_in_a_label_field_of_the_config_is_refused(tmp_path: Path) -> None:
+    """A Slack webhook URL pasted into a label-valued config field (gpu, instance, job,
+    external_labels) is a config error naming the field, never published as a label."""
+    from sglang_sentinel.config import load_config
+    from sglang_sentinel.errors import ConfigError
+
+    hook = "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX"
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        f"gpu: '{hook}'\nalertmanager:\n  job: '{hook}'\n  external_labels: {{hook: '{hook}'}}\n"
+    )
+    with pytest.raises(ConfigError) as err:
+        load_config(path, environ={})
+    assert [p.split(": ")[1] for p in err.value.problems] == [
+        "gpu",
+        "alertmanager.job",
+        "alertmanager.external_labels.hook",
+    ]
+    assert "XXXXXXXX" not in str(err.value.problems)
+
+
+def test_issue_20_short_options_and_qualified_keys_in_the_command_line() -> None:
+    argv = redact_cmdline(
+        "env -k hunter2hunter2 python3 -m sglang.launch_server --tp-size 4 -p hunter2hunter2"
+        " --api-key-x hunter2hunter2 --private-key-path /k/hunter2hunter2.pem --port 30000"
+    )
+    assert "hunter2" not in " ".join(argv)
+    assert argv == (
+        "env", "-k", "<redacted>", "python3", "-m", "sglang.launch_server", "--tp-size", "4",
+        "-p", "<redacted>", "--api-key-x", "<redacted>", "--private-key-path", "<redacted>",
+        "--port", "30000",
+    )  # fmt: skip
 
 
 def test_bearer_and_flags_inside_a_server_args_string_and_json_value() -> None:

@@ -16,7 +16,7 @@ from ..errors import ConfigError
 from ..model import SEVERITIES, SEVERITY_ORDER, Severity
 from ..rules import default_policy_path
 from ..serverargs import SWITCHES
-from ..yamlfile import YamlError, load_yaml
+from ..yamlfile import FileTooLarge, YamlError, load_yaml, read_text
 from .runtime_checks import RUNTIME_CHECKS, RUNTIME_KEYS
 
 CHECKS = (
@@ -95,7 +95,9 @@ def load_policy(path: Path | None = None, overrides: Mapping[str, Any] | None = 
     """
     path = path or default_policy_path()
     try:
-        data = load_yaml(path.read_bytes().decode("utf-8"))
+        data = load_yaml(read_text(path))
+    except FileTooLarge as exc:
+        raise ConfigError([f"{path}: {exc}"]) from exc
     except OSError as exc:
         raise ConfigError([f"{path}: cannot read policy: {exc.strerror}"]) from exc
     except UnicodeDecodeError as exc:

@@ -22,6 +22,7 @@ from sglang_sentinel.config.schema import (
     LABEL_NAME,
     LOG_FORMATS,
     LOG_LEVELS,
+    STARTUPS_KEPT_MIN,
     STATE_DIR_ENV,
     AlertmanagerConfig,
     Config,
@@ -34,6 +35,7 @@ from sglang_sentinel.config.schema import (
     RulesConfig,
     choice,
     container_name,
+    count,
     describe_value,
     duration,
     format_number,
@@ -46,7 +48,7 @@ from sglang_sentinel.config.schema import (
 )
 from sglang_sentinel.errors import ConfigError
 from sglang_sentinel.model import DOCKER_PREFIX
-from sglang_sentinel.yamlfile import YamlError, load_yaml
+from sglang_sentinel.yamlfile import FileTooLarge, YamlError, load_yaml, read_text
 
 # load_config reads it at call time, so a test may point it elsewhere.
 DEFAULT_CONFIG_PATH: Final = Path("/etc/sglang-sentinel/config.yaml")
@@ -272,6 +274,13 @@ class _Checker:
         max_replay_age = self.take(
             top, "max_replay_age_seconds", "", d.max_replay_age_seconds, duration(0)
         )
+        kept = self.take(
+            top,
+            "startups_kept_per_unit",
+            "",
+            d.startups_kept_per_unit,
+            count(STARTUPS_KEPT_MIN, 10_000_000),
+        )
         return Config(
             units=units,
             containers=containers,
@@ -288,6 +297,7 @@ class _Checker:
             alertmanager=alertmanager,
             checkpoint_interval_seconds=checkpoint,
             max_replay_age_seconds=max_replay_age,
+            startups_kept_per_unit=kept,
         )
 
     def _alertmanager(self, am: Mapping[Any, Any], d: AlertmanagerConfig) -> AlertmanagerConfig:
@@ -328,7 +338,10 @@ class _Checker:
 
 def _read_file(path: Path, *, must_exist: bool, problems: list[str]) -> dict[Any, Any]:
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = read_text(path)
+    except FileTooLarge as exc:
+        problems.append(f"{path}: {exc}")
+        return {}
     except FileNotFoundError:
         if must_exist:
             problems.append(f"config file {path} not found")

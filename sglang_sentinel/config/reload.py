@@ -47,6 +47,7 @@ ON_RELOAD: Final[Mapping[str, OnReload]] = {
     "checkpoint_interval_seconds": "applied",  # read by the pipeline at every commit
     # Where reading starts when the daemon starts; a running daemon reads on from where it is.
     "max_replay_age_seconds": "restart",
+    "startups_kept_per_unit": "applied",  # read by the pipeline at every commit
 }
 
 

@@ -29,6 +29,11 @@ from sglang_sentinel.redact import scrub_text
 
 STATE_DIR_ENV: Final = "SENTINEL_STATE_DIR"
 
+# Retention: a year of daily restarts (365) and a crash loop of several hundred more before the
+# oldest of them goes; at ~17 kB a record, about 17 MB per unit at the bound.
+STARTUPS_KEPT_DEFAULT: Final = 1000
+STARTUPS_KEPT_MIN: Final = 10
+
 LogFormat = Literal["auto", "json", "console"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 LOG_FORMATS: Final[tuple[str, ...]] = get_args(LogFormat)
@@ -117,6 +122,7 @@ class Config:
     alertmanager: AlertmanagerConfig = field(default_factory=AlertmanagerConfig)
     checkpoint_interval_seconds: float = 5.0
     max_replay_age_seconds: float | None = None
+    startups_kept_per_unit: int = STARTUPS_KEPT_DEFAULT
 
     @property
     def targets(self) -> tuple[str, ...]:
@@ -178,6 +184,9 @@ KEYS: Final[Mapping[str, str]] = {
     "checkpoint_interval_seconds": "how often the journal cursor is saved while no line matches",
     "max_replay_age_seconds": "skip entries older than this on a cursor replay or first start; "
     "null = from the start of the current boot",
+    "startups_kept_per_unit": "retention: stored startups per unit; older ones are deleted as new "
+    f"ones are stored (the pinned baseline, the newest ready startup and open ones are kept); at "
+    f"least {STARTUPS_KEPT_MIN}",
 }
 
 
@@ -280,6 +289,19 @@ def duration(
             )
             raise InvalidValue(f"must be {bounds} seconds, got {describe_value(value)}")
         return seconds
+
+    return convert
+
+
+def count(low: int, high: int) -> Callable[[Any, str], int]:
+    """A converter for a whole number from `low` to `high`."""
+
+    def convert(value: Any, path: str) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise InvalidValue(
+                f"must be a whole number from {low} to {high}, got {describe_value(value)}"
+            )
+        return value
 
     return convert
 
@@ -387,6 +409,14 @@ def label_string(value: Any, path: str) -> str:
     if not isinstance(value, str):
         # Quoting matters in YAML: `debug: yes` is a boolean, `version: 1.10` is 1.1.
         raise InvalidValue(f"expected a string (quote it), got {describe_value(value)}")
+    if scrub_text(value) != value:
+        # A label goes out with every metric, alert and baseline file: a secret there (a Slack
+        # webhook URL pasted into the wrong field) would be published, and masking it would
+        # change the label. Refused; the value is not repeated in the message.
+        raise InvalidValue(
+            "looks like a secret (a token, key or webhook URL); labels are published with every"
+            " metric and alert: give a plain name"
+        )
     return value
 
 
@@ -432,6 +462,7 @@ def config_to_dict(config: Config, *, mask_secrets: bool = True) -> dict[str, An
         },
         "checkpoint_interval_seconds": config.checkpoint_interval_seconds,
         "max_replay_age_seconds": config.max_replay_age_seconds,
+        "startups_kept_per_unit": config.startups_kept_per_unit,
     }
 
 
@@ -461,6 +492,8 @@ __all__ = [
     "LABEL_NAME",
     "LOG_FORMATS",
     "LOG_LEVELS",
+    "STARTUPS_KEPT_DEFAULT",
+    "STARTUPS_KEPT_MIN",
     "STATE_DIR_ENV",
     "AlertmanagerConfig",
     "Config",
@@ -475,6 +508,7 @@ __all__ = [
     "choice",
     "config_to_dict",
     "container_name",
+    "count",
     "describe_keys",
     "describe_value",
     "duration",

@@ -206,6 +206,7 @@ class Daemon:
             source_key=source_key(config),
             stats=Stats(),
             checkpoint_interval=config.checkpoint_interval_seconds,
+            startups_kept=config.startups_kept_per_unit,
         )
         return cls(config, pipeline, sinks=sinks, loader=loader, clock=clock)
 
@@ -392,6 +393,9 @@ class Daemon:
             self._drain()
             if self._reload:
                 self._reload = False
+                # Loading rules takes up to a few seconds (their size is bounded: yamlfile):
+                # the whole watchdog interval is left for it, not what remains of it.
+                self._ping_watchdog(now_anyway=True)
                 self.reload()
             self._housekeeping()
 
@@ -480,14 +484,16 @@ class Daemon:
         """Take what an earlier run already logged from the state: the recent startups' outcomes
         and findings, each unit's open findings and the pins. A restart (or a replay after a
         cursor reset) then logs startup_recorded / finding_raised only for what is new."""
-        for r in self.store.startups(self.config.units)[-ANNOUNCED_KEPT:]:
-            if r.outcome == "starting":
+        # Only the newest ANNOUNCED_KEPT, and without decoding their records: what a restart
+        # reads (and holds) does not grow with the stored history.
+        for inv, outcome in self.store.recent_outcomes(self.config.units, ANNOUNCED_KEPT):
+            if outcome == "starting":
                 continue
             # Logged by an earlier run with findings not known here (comparisons are not
             # stored, and comparing hundreds of startups would delay the start): a later save
             # with the same outcome is not announced again; finding_raised / finding_cleared
             # still say what changed in the unit's open findings.
-            self._announced[r.invocation_id] = (r.outcome, None)
+            self._announced[inv] = (outcome, None)
         for view in self.views():  # as _sync_findings computes a unit's open set
             now: dict[str, str] = {}
             for c in (view.comparison, view.starting):
@@ -573,10 +579,10 @@ class Daemon:
         self._ping_watchdog()
         self._update_status()
 
-    def _ping_watchdog(self) -> None:
+    def _ping_watchdog(self, *, now_anyway: bool = False) -> None:
         # Called only from the loop, so a hung loop stops the pings and systemd restarts us.
         now = time.monotonic()
-        if self._watchdog_s and now - self._last_ping >= self._watchdog_s / 2:
+        if self._watchdog_s and (now_anyway or now - self._last_ping >= self._watchdog_s / 2):
             sd.notify("WATCHDOG=1")
             self._last_ping = now
 
@@ -614,6 +620,7 @@ class Daemon:
         self.pipeline.set_rules(rules)
         self.pipeline.policy = policy
         self.pipeline.checkpoint_interval = config.checkpoint_interval_seconds
+        self.pipeline.startups_kept = config.startups_kept_per_unit
         configure_logging(config.log.format, config.log.level)
         if config.alertmanager != old.alertmanager:
             self._restart_pusher()

@@ -137,7 +137,8 @@ def render_comparison(comparison: Comparison) -> str:
         lines.append("  " + _fact_line(r))
         if r.decode.get("counts", {}).get("decode_lines"):
             lines.append("  " + describe(comparison.decode))
-    elif r.outcome == "starting":
+    elif r.outcome == "starting" and not findings:
+        # A stalled startup has its verdict (the finding); "pending" would contradict it.
         lines.append(f"  {'pending':<9} no verdict until the server is ready or fails")
     return "\n".join(lines)
 

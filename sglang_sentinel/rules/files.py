@@ -19,7 +19,14 @@ from sglang_sentinel.model import FactValue
 from sglang_sentinel.rules.regex import RegexError, RuleRegex
 from sglang_sentinel.rules.ruleset import SCOPES, FactSpec, Rule, RuleSet, Sample, Scope
 from sglang_sentinel.rules.shapes import split_prefix
-from sglang_sentinel.yamlfile import YamlError, load_yaml
+from sglang_sentinel.yamlfile import (
+    MAX_FILE_BYTES,
+    RULES_TOTAL_BYTES,
+    FileTooLarge,
+    YamlError,
+    load_yaml,
+    read_text,
+)
 
 # The lead's policy file lives beside the rule files but is not a rule file.
 POLICY_FILE: Final = "policy.yaml"  # in a rule directory: the policy, not a rule file
@@ -82,14 +89,31 @@ def _rule_files(directory: Path) -> list[Path]:
 # --- loading -------------------------------------------------------------------------------
 
 
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # _load_file says why it cannot be read
+
+
 def _load(dirs: Sequence[Path]) -> tuple[list[Rule], list[str]]:
     problems: list[str] = []
     merged: dict[str, Rule] = {}  # a later file's rule replaces an earlier one with the same id
+    total = 0
     for directory in dirs:
         if not directory.is_dir():
             problems.append(f"{directory}:-: rules directory does not exist or is not a directory")
             continue
         for path in _rule_files(directory):
+            size = _size(path)
+            # A file over the per-file limit is named as such (by _load_file), not counted.
+            total += size if size <= MAX_FILE_BYTES else 0
+            if total > RULES_TOTAL_BYTES:
+                problems.append(
+                    f"{path}:-: the rule files come to more than {RULES_TOTAL_BYTES >> 20} MiB"
+                    " with this one, the most loaded at once; remove rule files"
+                )
+                return list(merged.values()), problems
             for rule in _load_file(path, problems):
                 merged[rule.id] = rule
     rules = list(merged.values())
@@ -100,7 +124,10 @@ def _load(dirs: Sequence[Path]) -> tuple[list[Rule], list[str]]:
 def _load_file(path: Path, problems: list[str]) -> list[Rule]:
     where = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)
+    except FileTooLarge as exc:
+        problems.append(f"{where}:-: {exc}")
+        return []
     except (OSError, UnicodeDecodeError) as exc:
         problems.append(f"{where}:-: cannot read rule file: {exc}")
         return []

@@ -78,6 +78,8 @@ class Stream:
 class Layout(Protocol):
     """Where a kind of log files lives and how its streams are named."""
 
+    root: Path  # the directory the layout is under (Docker's root, the kubelet's pod logs)
+
     @property
     def targets(self) -> tuple[str, ...]:
         """The identity keys its streams can have."""
@@ -243,7 +245,14 @@ class FileSource:
     # -- opening and positioning ---------------------------------------------------------------
 
     def open(self, *, follow: bool = True) -> None:
-        """List the layouts (and watch their directories when `follow`)."""
+        """List the layouts (and watch their directories when `follow`); a layout's directory
+        that is not there is an error (a mistyped --pod-logs would otherwise find nothing)."""
+        for layout in self.layouts:
+            if not layout.root.is_dir():
+                raise JournalError(
+                    f"log directory {layout.root} does not exist (set docker_root or "
+                    "kubernetes.pod_logs, --docker-root or --pod-logs, to where the files are)"
+                )
         if follow:
             from .inotify import Inotify, InotifyError  # ctypes: only a following source
 

@@ -21,7 +21,7 @@ from typing import Any, Final
 from ..errors import UsageError
 from ..model import StartupRecord
 from ..redact import redact_value
-from ..yamlfile import DuplicateKeyError, load_json
+from ..yamlfile import DuplicateKeyError, FileTooLarge, load_json, read_text
 from .codec import plain, record_from_doc
 
 FORMAT: Final = "sglang-sentinel-baseline"
@@ -106,7 +106,9 @@ class BaselineFile:
 def read_document(path: Path) -> BaselineFile:
     """Read and verify a baseline file; BaselineFileError says what is wrong with it."""
     try:
-        doc = load_json(path.read_text(encoding="utf-8"))
+        doc = load_json(read_text(path))
+    except FileTooLarge as exc:
+        raise BaselineFileError(f"{path}: {exc}") from exc
     except OSError as exc:
         raise BaselineFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     except (UnicodeDecodeError, json.JSONDecodeError, DuplicateKeyError) as exc:

@@ -67,7 +67,19 @@ CREATE TABLE IF NOT EXISTS builders (
     state TEXT NOT NULL,
     PRIMARY KEY (owner, invocation_id)
 );
+CREATE TABLE IF NOT EXISTS pruned (
+    invocation_id TEXT PRIMARY KEY,
+    unit TEXT NOT NULL,
+    seq INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS pruned_unit_seq ON pruned (unit, seq);
 """
+# The `pruned` table (retention's tombstones) came without a schema version: an older sentinel
+# ignores a table it does not know, and only writers (which create it) read it.
+
+# Tombstones of pruned startups kept per unit, as a multiple of the startups kept: a scan that
+# reads those startups' lines again skips them instead of storing them as new.
+PRUNED_KEPT_FACTOR = 10
 
 
 class _Savepoint:
@@ -94,6 +106,7 @@ class StateStore:
             identity = self._files.check(create=False)
             self._db = self._open_readonly(state_dir)
             try:
+                self._refuse_newer()  # before anything that assumes this schema's tables
                 self._check_readable()
                 outdated = self._version() < READABLE_SCHEMA
             except sqlite3.DatabaseError as exc:
@@ -207,7 +220,19 @@ class StateStore:
         return db
 
     def close(self) -> None:
+        if not self.readonly:
+            self._leave_wal()
         self._db.close()
+
+    def _leave_wal(self) -> None:
+        """The last writer to close takes the database out of WAL mode (checkpointing it), so
+        that no -wal/-shm files are left and a read-only command (which opens `mode=ro` and
+        cannot remove them) creates none: SQLite makes both files for any reader of a WAL
+        database whose directory it may write. A writer that is not the last one (a scan beside
+        the daemon) gets SQLITE_BUSY at once and leaves WAL mode on; the next writer sets it."""
+        with contextlib.suppress(sqlite3.Error):
+            self._db.execute("PRAGMA busy_timeout=0")
+            self._db.execute("PRAGMA journal_mode=DELETE")
 
     def _check_readable(self) -> None:
         """A database that is empty (zero length, never written) or fails SQLite's quick check
@@ -244,6 +269,7 @@ class StateStore:
 
     def _migrate(self) -> None:
         with self.transaction():
+            self._refuse_newer()
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():
                     self._db.execute(stmt)
@@ -252,11 +278,6 @@ class StateStore:
                 self._db.execute(
                     "INSERT INTO meta (key, value) VALUES ('schema_version', ?)",
                     (str(SCHEMA_VERSION),),
-                )
-            elif int(row[0]) > SCHEMA_VERSION:
-                raise StateError(
-                    f"{self.path} has schema version {row[0]}, newer than this sentinel "
-                    f"understands ({SCHEMA_VERSION}); upgrade sglang-sentinel"
                 )
             else:
                 if int(row[0]) < 2:
@@ -267,6 +288,20 @@ class StateStore:
                     self._upgrade_to_4()
             self._db.execute("CREATE INDEX IF NOT EXISTS startups_unit_seq ON startups (unit, seq)")
         self._files.set_mode()
+
+    def _refuse_newer(self) -> None:
+        """A state a newer sentinel wrote is refused by every command, reading or writing, in
+        one line that says so (its tables may not be what this code reads)."""
+        has_meta = self._db.execute(
+            "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta'"
+        ).fetchone()[0]
+        version = self._version() if has_meta else 0
+        if version > SCHEMA_VERSION:
+            raise StateError(
+                f"state database {self.path} has schema version {version}, newer than this"
+                f" sentinel understands ({SCHEMA_VERSION}); upgrade sglang-sentinel (or move"
+                " the state aside to start a new one)"
+            )
 
     def _version(self) -> int:
         row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
@@ -404,6 +439,50 @@ class StateStore:
             )
         return result
 
+    def prune(self, unit: str, keep: int) -> int:
+        """Delete the unit's startups older than its newest `keep`; returns how many.
+
+        Always kept: the pinned baseline, the newest ready startup (the next startup's
+        "previous" baseline, however long a crash loop since), and startups still open. A
+        pruned startup leaves a tombstone (`is_pruned`) so reading its lines again does not
+        store it anew; the tombstones are bounded too (PRUNED_KEPT_FACTOR * keep per unit).
+        """
+        db = self._db
+        (stored,) = db.execute("SELECT count(*) FROM startups WHERE unit=?", (unit,)).fetchone()
+        if stored <= keep:
+            return 0
+        cut = db.execute(
+            "SELECT seq FROM startups WHERE unit=? ORDER BY seq DESC LIMIT 1 OFFSET ?",
+            (unit, keep - 1),
+        ).fetchone()
+        victims = (
+            " FROM startups WHERE unit=:unit AND seq < :cut"
+            " AND invocation_id NOT IN (SELECT invocation_id FROM builders)"
+            " AND invocation_id NOT IN (SELECT invocation_id FROM baselines)"
+            " AND invocation_id IS NOT (SELECT invocation_id FROM startups"
+            "  WHERE unit=:unit AND outcome='ready' ORDER BY seq DESC LIMIT 1)"
+        )
+        where = {"unit": unit, "cut": cut[0]}
+        db.execute(
+            "INSERT OR REPLACE INTO pruned (invocation_id, unit, seq)"
+            " SELECT invocation_id, unit, seq" + victims,
+            where,
+        )
+        deleted = db.execute("DELETE" + victims, where).rowcount
+        db.execute(
+            "DELETE FROM pruned WHERE unit=:unit AND seq < coalesce((SELECT seq FROM pruned"
+            " WHERE unit=:unit ORDER BY seq DESC LIMIT 1 OFFSET :n), -9e18)",
+            {"unit": unit, "n": keep * PRUNED_KEPT_FACTOR - 1},
+        )
+        return int(deleted)
+
+    def is_pruned(self, invocation_id: str) -> bool:
+        """True when retention deleted this startup (see `prune`)."""
+        row = self._db.execute(
+            "SELECT 1 FROM pruned WHERE invocation_id=?", (invocation_id,)
+        ).fetchone()
+        return row is not None
+
     def clear_builders(self, owner: str, keep: Iterable[str]) -> None:
         """Drop `owner`'s resume state of startups that can no longer change (another reader's
         stays: it is that reader's to clear)."""
@@ -493,18 +572,46 @@ class StateStore:
         ).fetchall()
         return [str(r[0]) for r in reversed(rows)]
 
-    def startups(self, units: Iterable[str] | None = None) -> list[StartupRecord]:
-        """Records oldest first, optionally only of `units`."""
-        if units is None:
-            rows = self._db.execute("SELECT record FROM startups ORDER BY seq")
+    def startups(
+        self,
+        units: Iterable[str] | None = None,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+    ) -> list[StartupRecord]:
+        """Records oldest first, optionally only of `units`; with `limit` only the newest
+        `limit` of them, and with `before` (an invocation id) only those stored before it."""
+        where, params = self._unit_filter(units)
+        if before is not None:
+            where.append("seq < (SELECT seq FROM startups WHERE invocation_id=?)")
+            params.append(before)
+        sql = "SELECT record FROM startups"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        if limit is None:
+            rows = self._db.execute(sql + " ORDER BY seq", params).fetchall()
         else:
-            units = list(units)
-            marks = ",".join("?" * len(units))
-            rows = self._db.execute(
-                f"SELECT record FROM startups WHERE unit IN ({marks}) ORDER BY seq",
-                units,
-            )
-        return [record_from_json(r[0]) for r in rows.fetchall()]
+            newest = self._db.execute(sql + " ORDER BY seq DESC LIMIT ?", [*params, limit])
+            rows = list(reversed(newest.fetchall()))
+        return [record_from_json(r[0]) for r in rows]
+
+    def recent_outcomes(self, units: Iterable[str], limit: int) -> list[tuple[str, str]]:
+        """(invocation id, outcome) of the newest `limit` startups of `units`, oldest first:
+        read without decoding a record, so what a restart reads is bounded by `limit`."""
+        where, params = self._unit_filter(units)
+        rows = self._db.execute(
+            f"SELECT invocation_id, outcome FROM startups WHERE {where[0]}"
+            " ORDER BY seq DESC LIMIT ?",
+            [*params, limit],
+        ).fetchall()
+        return [(str(i), str(o)) for i, o in reversed(rows)]
+
+    @staticmethod
+    def _unit_filter(units: Iterable[str] | None) -> tuple[list[str], list[object]]:
+        if units is None:
+            return [], []
+        units = list(units)
+        return [f"unit IN ({','.join('?' * len(units))})"], list(units)
 
     def startup(self, invocation_id: str) -> StartupRecord | None:
         row = self._db.execute(
@@ -514,8 +621,8 @@ class StateStore:
 
     def find_startup(self, ref: str, units: Iterable[str] | None = None) -> StartupRecord:
         """Resolve `latest` or an invocation-id prefix (>= 6 hex digits) to one record."""
-        records = self.startups(units)
         if ref == "latest":
+            records = self.startups(units, limit=1)
             if not records:
                 raise UsageError("no startups recorded yet")
             return records[-1]
@@ -524,13 +631,26 @@ class StateStore:
             raise UsageError(
                 f"startup {ref!r}: give `latest` or at least 6 hex digits of an invocation id"
             )
-        hits = [r for r in records if r.invocation_id.startswith(prefix)]
+        # Ids only (hex digits: nothing LIKE treats specially); one record is decoded.
+        where, params = self._unit_filter(units)
+        where.append("invocation_id LIKE ?")
+        hits = [
+            str(r[0])
+            for r in self._db.execute(
+                f"SELECT invocation_id FROM startups WHERE {' AND '.join(where)} ORDER BY seq",
+                [*params, prefix + "%"],
+            )
+        ]
         if not hits:
             raise UsageError(f"no startup with invocation id starting {ref!r}")
         if len(hits) > 1:
-            ids = ", ".join(r.invocation_id[:12] for r in hits)
+            ids = ", ".join(i[:12] for i in hits[:10])
+            if len(hits) > 10:
+                ids += f" and {len(hits) - 10} more"
             raise UsageError(f"startup {ref!r} is ambiguous: {ids}")
-        return hits[0]
+        record = self.startup(hits[0])
+        assert record is not None
+        return record
 
     def recent(self, unit: str, limit: int) -> list[StartupRecord]:
         """The unit's last `limit` startups, oldest first (the status page's history)."""

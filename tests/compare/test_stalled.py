@@ -143,3 +143,30 @@ def _stall_then_ready(tmp_path: Path, sentinels: Sentinels, pushes: PushCapture)
     wait_until(s.scrape_with(f"{STALLED} 0.0"), 20, "the stall series back at 0")
     cleared = s.wait_event("finding_cleared")
     assert cleared["check"] == "startup_stalled"
+
+
+def test_scan_gives_the_verdict_check_gives_for_a_startup_silent_past_its_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Started 2.5 h ago, summary logged, then nothing: `check` says stalled (exit 1), and so
+    does the `scan` that recorded it, text and JSON (before: the scan printed "pending"), and
+    neither text says "pending" beside the finding."""
+    start = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(hours=2, minutes=30)
+    s = StartupScript(unit=UNIT, start=start, boot_at="2026-01-01 00:00:00", invocation_id=INV)
+    s.started(start)
+    s.line(
+        f"[{start + timedelta(seconds=50):%Y-%m-%d %H:%M:%S} TP0] max_total_num_tokens=1000, "
+        "chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=48, "
+        "context_len=4096, available_gpu_mem=10.00 GB"
+    )
+    journal = build_journal(s.write(tmp_path / "s.export"), tmp_path / "j")
+    state = ["--state-dir", str(tmp_path / "state"), "--unit", UNIT]
+    assert main(["scan", "--journal-dir", str(journal), *state]) == 0
+    text = capsys.readouterr().out
+    assert main(["scan", "--journal-dir", str(journal), *state, "--json"]) == 0
+    [scanned] = json.loads(capsys.readouterr().out)["startups"]
+    assert main(["check", *state, "--json"]) == 1
+    [checked] = json.loads(capsys.readouterr().out)["startups"]
+    assert [f["check"] for f in scanned["findings"]] == ["startup_stalled"]
+    assert [f["check"] for f in checked["findings"]] == ["startup_stalled"]
+    assert "pending" not in text and "WARNING   still starting after 2h30m" in text

@@ -501,6 +501,7 @@ def test_config_to_dict_of_defaults(no_default_file: Path) -> None:
         },
         "checkpoint_interval_seconds": 5.0,
         "max_replay_age_seconds": None,
+        "startups_kept_per_unit": 1000,
     }
 
 

@@ -187,6 +187,7 @@ def _changes(tmp_path: Path) -> dict[str, Any]:
         "alertmanager.bearer_token_file": tmp_path / "token",
         "checkpoint_interval_seconds": 1.0,
         "max_replay_age_seconds": 3600.0,
+        "startups_kept_per_unit": 20,
     }
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from logfiles import PIECE, Clock, DockerDir, PodDir, gzip_file
 
+from sglang_sentinel.errors import JournalError
 from sglang_sentinel.model import JournalEntry, parse_selector, workload_of
 from sglang_sentinel.sources import DockerLayout, FileSource, PodLayout, parse_time_us
 
@@ -416,3 +417,9 @@ def test_pieces_of_stdout_and_stderr_interleaved_join_per_output(tmp_path: Path)
     again.open(follow=False)
     assert again.seek_cursor(cursor)
     assert texts(drain(again)) == ["server_args=ServerArgs(a=1, b=2, c=3)", "next"]
+
+
+def test_a_missing_layout_directory_is_an_error(tmp_path: Path) -> None:
+    source = FileSource([PodLayout(tmp_path / "nope", [parse_selector("llm/sglang")])])
+    with pytest.raises(JournalError, match=r"log directory .*nope does not exist"):
+        source.open(follow=False)
