@@ -65,6 +65,17 @@ def test_the_rule_files_together_are_bounded(tmp_path: Path) -> None:
     ]
 
 
+def test_one_oversized_file_is_named_as_such_not_as_the_total(tmp_path: Path) -> None:
+    """A 13.6 MB rules file (issue 20's attack) is a file over the per-file limit."""
+    big = _big_rules(tmp_path / "one", 13_600_000)
+    with pytest.raises(RuleError) as err:
+        load_rules([tmp_path / "one"])
+    assert err.value.problems == [
+        f"{big}:-: larger than 1024 KiB, the most a config, rule, policy or baseline file may"
+        " be; split it (rule files: one concern per file) or trim it"
+    ]
+
+
 def test_a_sighup_with_an_oversized_rules_file_keeps_the_running_rules_at_once(
     tmp_path: Path, seed_journal_dir: Path
 ) -> None:
