@@ -87,9 +87,19 @@ def _common(p: argparse.ArgumentParser, *, units: bool = True) -> None:
         )
 
 
+class _Version(argparse.Action):
+    """`--version`: the version and the journal reader this install runs (C or Python)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kw: object) -> None:
+        from .sources import reader_path  # loads the journal readers: only when asked
+
+        print(f"sglang-sentinel {__version__} (journal reader: {reader_path()})")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="sentinel", description="Watch SGLang startups in the systemd journal.")
-    parser.add_argument("--version", action="version", version=f"sglang-sentinel {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("scan", help="one pass over journal history: record startups and report")
@@ -285,6 +295,17 @@ def parse_since(text: str, now: float | None = None) -> float:
 # -- commands ------------------------------------------------------------------------------------
 
 
+# Entries a scan reads between two looks at what it holds (see cmd_scan).
+SCAN_CHUNK = 50_000
+# Ended startups a scan holds in memory before it commits them and lets them go.
+SCAN_ENDED_HELD = 32
+
+
+def _stored_only(store: StateStore, record: StartupRecord, policy: Policy) -> Comparison:
+    """The scan's commit-time "comparison": none (each startup is compared at the end)."""
+    return Comparison(record=record, baseline=None, baseline_kind=None, findings=())
+
+
 def cmd_scan(args: argparse.Namespace) -> int:
     since = parse_since(args.since) if args.since else None  # a bad --since before any work
     config = _load(args)
@@ -293,7 +314,9 @@ def cmd_scan(args: argparse.Namespace) -> int:
     source.open(follow=False)  # one pass: no inotify watch
     store = StateStore(config.state_dir)
     # A scan keeps no cursor and no resume state: it never resumes, and a daemon sharing the
-    # state must not find its own position moved or its open startups closed by it.
+    # state must not find its own position moved or its open startups closed by it. Every
+    # startup is compared once, after the whole pass, with its final baseline; the commits only
+    # store.
     pipeline = Pipeline(
         source,
         rules,
@@ -301,6 +324,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
         store,
         source_key=None,
         startups_kept=config.startups_kept_per_unit,
+        evaluator=_stored_only,
     )
     if since is not None:
         source.seek_realtime(since)
@@ -308,10 +332,14 @@ def cmd_scan(args: argparse.Namespace) -> int:
         source.seek_head()
     seen: dict[str, None] = {}
     while True:
-        n = pipeline.process(limit=50_000)
+        n = pipeline.process(limit=SCAN_CHUNK, read_ahead=True)
+        # A scan resumes from nothing, so it commits only to let ended startups go (memory
+        # stays flat however long the journal); which late lines are dropped does not depend
+        # on when it commits (StartupTracker._builder closes a startup two back at once).
         # The last commit takes a split server_args line as it is: no continuation will come.
-        for c in pipeline.commit(final=n == 0):
-            seen[c.record.invocation_id] = None
+        if n == 0 or pipeline.tracker.ended_held >= SCAN_ENDED_HELD:
+            for c in pipeline.commit(final=n == 0):
+                seen[c.record.invocation_id] = None
         if n == 0:
             break
     source.close()

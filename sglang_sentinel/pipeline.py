@@ -222,13 +222,23 @@ class Pipeline:
         *,
         deadline: float | None = None,
         stop: Callable[[], bool] | None = None,
+        read_ahead: bool = False,
     ) -> int:
         """Feed the entries available now (at most `limit`, and only until the monotonic
-        `deadline` or `stop()`); returns how many were read."""
+        `deadline` or `stop()`); returns how many were read. `read_ahead`: the source may read
+        entries in batches (a one-shot scan; see JournalSource.lines)."""
         # The policy may have been reloaded (SIGHUP); decode warm-up is the one part the tracker uses.
         self.tracker.decode_warmup_seconds = decode_settings(self.policy).warmup_seconds
         # Most lines come as raw bytes (a line of the invocation just seen); see JournalSource.lines.
-        items: Iterable[SourceItem] = self.source.lines(limit)
+        if read_ahead:
+            from .sources import JournalSource  # loaded already when the source is one
+
+            read_ahead = isinstance(self.source, JournalSource)  # the one source that reads ahead
+        items: Iterable[SourceItem] = (
+            self.source.lines(limit, read_ahead=True)  # type: ignore[call-arg]
+            if read_ahead
+            else self.source.lines(limit)
+        )
         cut: list[bool] = []
         if deadline is not None or stop is not None:
             items = _until(items, deadline, stop, self._clock, cut)

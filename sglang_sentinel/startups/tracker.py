@@ -392,6 +392,12 @@ class StartupTracker:
         return [i for i in self._builders if i in open_]
 
     @property
+    def ended_held(self) -> int:
+        """Startups no line changes any more, held only until the next commit stores them."""
+        closed = self._closed
+        return sum(1 for i in self._builders if i in closed)
+
+    @property
     def dirty_count(self) -> int:
         return len(self._dirty | self._touched)
 
