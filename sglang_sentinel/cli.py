@@ -21,13 +21,20 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from . import __version__
-from .compare import Policy, common_evidence, evaluate
+from .compare import Policy, common_evidence, evaluate, unit_status
 from .config import Config, config_to_dict, load_config
 from .errors import ConfigError, JournalError, NoDataError, RuleError, SentinelError, UsageError
 from .evidence import render_evidence
 from .logs import Logger, configure_logging, print_error
 from .model import SEVERITY_ORDER, Comparison, StartupRecord
-from .outputs import render_diff, render_report, render_startups, scan_json, startup_json
+from .outputs import (
+    render_diff,
+    render_page,
+    render_report,
+    render_startups,
+    scan_json,
+    startup_json,
+)
 from .pipeline import Pipeline, load_rules_and_policy
 from .rules import check_rules, default_rules_dir
 from .state import DB_NAME, StateStore, broken_database
@@ -344,8 +351,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
             break
     source.close()
     # Re-evaluate after the whole pass so every startup is compared with its final baseline;
-    # judged at this moment as `check` judges them, so a startup still starting past its time
-    # is stalled here too, not "pending".
+    # one still starting is judged now, as `check` and the page judge it (it may have stalled).
     comparisons = []
     now = time.time()
     for inv in seen:
@@ -568,26 +574,25 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def _check_once(config: Config, units: Sequence[str], policy: Policy) -> list[Comparison]:
+    """Each unit's latest startup, as its status (compare/status.py) has it: the one under way
+    while there is one, judged now."""
     try:
         store = StateStore(config.state_dir, readonly=True)
     except SentinelError as exc:
         raise NoDataError(str(exc)) from exc
     try:
-        results = []
-        for unit in units:
-            latest = store.latest(unit)
-            if latest is None:
-                raise NoDataError(f"{unit}: no startups recorded")
-            results.append(evaluate(store, latest, policy, now=time.time()))
-        return results
+        statuses = unit_status(store, units, policy, now=time.time(), history=0)
     finally:
         store.close()
+    results = []
+    for s in statuses:
+        if s.latest is None:
+            raise NoDataError(f"{s.unit}: no startups recorded")
+        results.append(s.latest)
+    return results
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .compare import collect_status
-    from .outputs import render_page
-
     config = _load(args)
     try:
         store = StateStore(config.state_dir, readonly=True)
@@ -595,9 +600,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise NoDataError(str(exc)) from exc
     policy = _policy(config)
     units = list(config.targets)
-    statuses = collect_status(store, units, policy, now=time.time())
+    statuses = unit_status(store, units, policy, now=time.time())
     if args.html is None:
-        print(render_report([s.comparison for s in statuses if s.comparison is not None]))
+        # Each unit's latest decided startup, then the one under way (judged now): the last
+        # one shown is the one the unit's verdict is about.
+        shown = [c for s in statuses for c in (s.comparison, s.starting) if c is not None]
+        print(render_report(shown))
         return EXIT_OK
     page = render_page(statuses, generated_at=time.time(), version=__version__)
     if args.html == "-":

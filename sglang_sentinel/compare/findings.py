@@ -14,7 +14,7 @@ from ..model import Comparison, Evidence, Finding, Severity, StartupRecord
 from ..serverargs import switch_flags, switched_off_by
 from ..text import duration
 from .launch import common_evidence, flag_names, is_number
-from .policy import DROP_CHECKS, STALL_BASELINE_MULTIPLE, STALL_MIN_SECONDS, SWITCH_CHECKS, Policy
+from .policy import DROP_CHECKS, SWITCH_CHECKS, Policy
 from .runtime_checks import decode_result, runtime_findings
 
 
@@ -83,9 +83,9 @@ def compare(
 
 def stall_after(baseline: StartupRecord | None, policy: Policy) -> float:
     """Seconds after its start at which a startup still starting is stalled."""
-    settings = policy.checks.get("startup_stalled", {})
-    multiple = float(settings.get("baseline_multiple", STALL_BASELINE_MULTIPLE))
-    floor = float(settings.get("min_seconds", STALL_MIN_SECONDS))
+    settings = policy.settings("startup_stalled")
+    multiple = float(settings["baseline_multiple"])
+    floor = float(settings["min_seconds"])
     took = baseline.fact("startup_seconds") if baseline is not None else None
     if is_number(took):
         assert isinstance(took, int | float)
@@ -132,10 +132,10 @@ def _drop_finding(
         return None
     assert isinstance(old, int | float) and isinstance(new, int | float)
     drop = (old - new) / old * 100
-    settings = policy.checks.get(check, {})
-    if drop >= float(settings.get("critical_drop_percent", 20)):
+    settings = policy.settings(check)
+    if drop >= float(settings["critical_drop_percent"]):
         severity: Severity = "critical"
-    elif drop >= float(settings.get("warning_drop_percent", 5)):
+    elif drop >= float(settings["warning_drop_percent"]):
         severity = "warning"
     else:
         return None
@@ -230,7 +230,7 @@ def _missing_finding(
 ) -> Finding | None:
     if not policy.enabled("fact_missing"):
         return None
-    watched: Sequence[str] = policy.checks.get("fact_missing", {}).get("facts", ())
+    watched: Sequence[str] = policy.settings("fact_missing")["facts"]
     missing = [f for f in watched if baseline.fact(f) is not None and record.fact(f) is None]
     if not missing:
         return None
