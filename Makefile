@@ -1,7 +1,7 @@
 # The README's commands. Every target uses .venv/bin/... directly; bootstrap prepares it.
 BIN := .venv/bin
 
-.PHONY: bootstrap bootstrap-test demo test test-pythons check bench bench-smoke ci dashboard facts-doc e2e soak prometheusrule
+.PHONY: bootstrap bootstrap-test demo test test-pythons check bench bench-smoke ci dashboard facts-doc metrics-doc e2e soak prometheusrule
 
 # What demo and check need; bootstrap-test adds the test peers (prometheus, alertmanager,
 # mtail, sqlite3), used as binaries with their services left disabled.
@@ -28,11 +28,16 @@ check: bootstrap
 	$(BIN)/sentinel rules check
 	$(BIN)/python -m tools.grafana --check
 	$(BIN)/python -m sglang_sentinel.facts --check
+	$(BIN)/python -m tools.metrics_doc --check
 	$(BIN)/python -m tools.prometheusrule --check
 
 # Regenerate docs/architecture.md's facts table from sglang_sentinel/facts.py.
 facts-doc: bootstrap
 	$(BIN)/python -m sglang_sentinel.facts
+
+# Regenerate docs/architecture.md's metrics table from the collector (tools/metrics_doc.py).
+metrics-doc: bootstrap
+	$(BIN)/python -m tools.metrics_doc
 
 # Regenerate deploy/grafana/sglang-sentinel.json from tools/grafana.py (a build-time tool).
 dashboard: bootstrap

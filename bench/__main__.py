@@ -3,8 +3,9 @@
     python -m bench            # full: 1M entries, 5 interleaved runs each, 60 s live at 20k/s
     python -m bench --smoke    # CI: 20k entries, one run, no live part (well under a minute)
 
-Every measured command runs as its own subprocess (see measure.py), on two cached journals of
-different shapes (generate.py: "single", "mixed"), interleaved a, b, c, d per journal per round
+Every measured command runs as its own subprocess (see measure.py), on three cached journals of
+different shapes (generate.py: "single", "mixed", and "longcmd": the mixed interleaving with a
+long, compressed _CMDLINE on every SGLang line), interleaved a, b, c, d per journal per round
 so that drift on a shared machine hits all of them alike; the tables show medians. The package's
 bytecode is compiled first, as an install has it. Results go to
 bench/results/latest.json (full) or smoke.json: the single-shape journal at the top level, every
@@ -37,7 +38,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 MTAIL_PROGS = Path(__file__).resolve().parent / "mtail"
 FLOOR = Path(__file__).resolve().parent / "floor.py"
 
-SHAPES = ("single", "mixed")
+SHAPES = ("single", "mixed", "longcmd")
 METHODS = {
     "a": "floor: Reader._next()/_get('MESSAGE'), one match",
     "b": "journalctl -u -o cat | grep -E",

@@ -58,7 +58,7 @@ def write_log(root: Path, n: int) -> Path:
                     "stream": "stderr",
                     "time": _time(us),
                 }
-                out.write(json.dumps(record) + "\n")
+                out.write(json.dumps(record, separators=(",", ":")) + "\n")  # as moby writes it
     return path
 
 

@@ -124,6 +124,34 @@ class Shape:
     # share of prefill lines among its batch lines.
     sglang_others: tuple[tuple[str, str, str, int, str, float], ...]
     burst: float  # chance that one more other entry follows an other entry
+    # Appended to every SGLang server's command line (the "longcmd" shape's long _CMDLINE).
+    cmdline_tail: str = ""
+
+
+# The flags of a long production launch (~1.3 kB with the path and model): journald (and
+# journal-remote) compress a field of 512 bytes or more, so every entry of these servers carries
+# a compressed _CMDLINE, which any reader walking the entry's fields past it decompresses.
+LONG_FLAGS = " " + " ".join(
+    [
+        "--host 0.0.0.0 --port 30000 --trust-remote-code --dtype bfloat16",
+        "--mem-fraction-static 0.88 --chunked-prefill-size 8192 --max-prefill-tokens 16384",
+        "--schedule-policy lpm --schedule-conservativeness 1.0 --cuda-graph-max-bs 256",
+        "--enable-torch-compile --torch-compile-max-bs 32 --attention-backend fa3",
+        "--sampling-backend flashinfer --grammar-backend xgrammar --tool-call-parser qwen25",
+        "--reasoning-parser qwen3 --enable-metrics --log-requests --log-requests-level 1",
+        "--decode-log-interval 40 --watchdog-timeout 600 --kv-cache-dtype fp8_e4m3",
+        "--enable-mixed-chunk --enable-dp-attention --dp-size 2 --moe-a2a-backend deepep",
+        "--deepep-mode auto --ep-num-redundant-experts 32 --enable-eplb --eplb-rebalance-num-iterations 1000",
+        "--speculative-algorithm EAGLE3 --speculative-num-steps 3 --speculative-eagle-topk 1",
+        "--speculative-num-draft-tokens 4 --speculative-draft-model-path /models/Qwen3-30B-A3B-EAGLE3",
+        "--served-model-name qwen3-30b-a3b-prod --api-key-file /etc/sglang/api-key",
+        "--download-dir /models/cache --random-seed 1234 --stream-interval 1 --stream-output",
+        "--allow-auto-truncate --context-length 131072 --json-model-override-args",
+        '\'{"rope_scaling":{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32768}}\'',
+        "--enable-cache-report --show-time-cost --bucket-time-to-first-token 0.1 0.25 0.5 1 2 4 8",
+        "--bucket-inter-token-latency 0.002 0.005 0.01 0.02 0.05 0.1 --collect-tokens-histogram",
+    ]
+)
 
 
 SHAPES = {
@@ -144,6 +172,20 @@ SHAPES = {
             ("rerank", "sglang-rerank.service", "0.5.23", 80, "bge-reranker", 0.3),
         ),
         0.9,
+    ),
+    # The watched unit and three other SGLang servers interleaved, as in "mixed", each launched
+    # with a long command line (LONG_FLAGS): what decompressing a field costs every reader.
+    "longcmd": Shape(
+        "longcmd",
+        MIXED_VERSIONS,
+        0.6,
+        (
+            ("embed", OTHER_SGLANG_UNIT, "0.5.9", 60, "bge-m3", 0.0),
+            ("chat2", "sglang-chat2.service", "0.5.23", 120, "Qwen3-32B", 0.3),
+            ("rerank", "sglang-rerank.service", "0.5.23", 80, "bge-reranker", 0.3),
+        ),
+        0.9,
+        LONG_FLAGS,
     ),
 }
 
@@ -448,6 +490,7 @@ class _Others:
             shape.sglang_others
         ):
             cmd = f"/opt/sglang/.venv/bin/python3 -m sglang.launch_server --model /models/{model}"
+            cmd += shape.cmdline_tail
             inv = f"{0x3C + number:02x}" * 16
             header = _service_header(
                 unit, inv, 9001 + number, "python3", "/usr/bin/python3.12", cmd
@@ -542,6 +585,7 @@ class _Generator:
             inv = f"{index + 1:02x}" + "b7e1" * 7 + "c0"  # 32 hex digits, stable across runs
             main_pid = 412_000 + index * 100
             cmd = f"/opt/sglang/.venv/bin/python3 -m sglang.launch_server --model-path {v.model} --tp-size {v.tp}"
+            cmd += self.shape.cmdline_tail
             main = _service_header(UNIT, inv, main_pid, "python3", "/usr/bin/python3.12", cmd)
             ranks = [
                 _service_header(UNIT, inv, main_pid + 1 + r, "python3", "/usr/bin/python3.12", cmd)

@@ -7,8 +7,10 @@ The journals: every `journal.export` in the repository (demo, seed fixture, gold
 into journal files by systemd-journal-remote, and the benchmark generator's journals (both
 shapes; 100k entries, and 1M with --big). For each, `sentinel scan` (text, then `--json`) runs
 with REV's package and with this tree's, each on a fresh state directory, under the same
-interpreter; outputs are compared byte for byte and every difference is printed as a unified
-diff. Exit status 1 when any differs: a listed bug fix is the only acceptable reason.
+interpreter; outputs, and what each scan stored (startup rows, cursor, counters, without the
+times they were written), are compared byte for byte and every difference is printed as a
+unified diff. The environment is passed on: SENTINEL_READER=python checks the pure-Python
+reader. Exit status 1 when any differs: a listed bug fix is the only acceptable reason.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -74,7 +77,27 @@ def scan(tree: Path, directory: Path, unit: str, state: Path, as_json: bool) -> 
     # Not the repository as the working directory: `-m` puts it first on the path.
     done = subprocess.run(argv, capture_output=True, env=env, cwd=state.parent)
     tail = done.stderr[-400:] if done.returncode not in (0, 1) else b""
-    return done.stdout + f"\n[exit {done.returncode}]\n".encode() + tail
+    return done.stdout + f"\n[exit {done.returncode}]\n".encode() + tail + stored(state)
+
+
+def stored(state: Path) -> bytes:
+    """What the scan stored: every startup row and the cursor, without the times they were
+    written (the same on both sides when the scans agree)."""
+    path = state / "sentinel.sqlite3"
+    if not path.exists():
+        return b"[no state]\n"
+    db = sqlite3.connect(path)
+    try:
+        out = []
+        for table in ("startups", "cursors", "counters", "baselines"):
+            columns = [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
+            kept = [c for c in columns if c != "updated_at"]
+            if kept:
+                rows = db.execute(f"SELECT {', '.join(kept)} FROM {table} ORDER BY rowid")
+                out += [f"[{table}] {row!r}" for row in rows]
+        return ("\n".join(out) + "\n").encode()
+    finally:
+        db.close()
 
 
 def main(argv: list[str] | None = None) -> int:

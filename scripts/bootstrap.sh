@@ -15,7 +15,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 say() { printf 'bootstrap: %s\n' "$*" >&2; }
 
-# make: runs the targets; gcc, pkg-config, libsystemd-dev: build systemd-python (no wheels);
+# make: runs the targets; gcc, pkg-config, libsystemd-dev: build systemd-python (no wheels) and
+# our C journal reader (sglang_sentinel/sources/_journalread.c; python3-dev is checked below);
 # systemd: journalctl, systemd-journald, systemd-analyze; systemd-journal-remote: export -> journal.
 APT_PACKAGES=(make gcc pkg-config libsystemd-dev systemd systemd-journal-remote)
 # What only the tests and benchmarks use: prometheus, prometheus-alertmanager, mtail, sqlite3,
@@ -109,7 +110,8 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 
 stamp=.venv/.sentinel-pyproject.sha256
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+# setup.py and the C reader's source too: a change to either needs the extension built again.
+want=$(cat pyproject.toml setup.py sglang_sentinel/sources/_journalread.c | sha256sum | cut -d' ' -f1)
 have=$(cat "$stamp" 2>/dev/null || true)
 # Reinstall when pyproject changed, a dependency is gone, or the editable install points at
 # another checkout (a copied or moved tree).
@@ -133,4 +135,6 @@ PY
     fi
     printf '%s\n' "$want" >"$stamp"
 fi
-say "ready"
+# pip builds the C journal reader when gcc and libsystemd-dev are there, else warns and the
+# package reads with python-systemd; --version says which.
+say "ready: $(.venv/bin/sentinel --version)"

@@ -9,7 +9,7 @@
 #
 # --skip-python leaves out the minor version of that interpreter (make ci passes .venv's python,
 # whose suite `make test` has just run). Venvs live in .venvs/pyX.Y and are reused while
-# pyproject.toml is unchanged.
+# pyproject.toml, setup.py and the C reader's source are unchanged.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -59,7 +59,8 @@ if ((${#missing[@]})); then
     [[ -z ${CI:-} ]] || exit 1
 fi
 
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+# What the install builds from: a change to the C reader needs a fresh build too.
+want=$(cat pyproject.toml setup.py sglang_sentinel/sources/_journalread.c | sha256sum | cut -d' ' -f1)
 failed=()
 summary=()
 for minor in "${MINORS[@]}"; do

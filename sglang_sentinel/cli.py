@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from . import __version__
-from .compare import Policy, accepted_patterns, common_evidence, evaluate
+from .compare import Policy, accepted_patterns, common_evidence, evaluate, unit_status
 from .config import Config, config_to_dict, load_config
 from .errors import ConfigError, JournalError, NoDataError, RuleError, SentinelError, UsageError
 from .evidence import render_evidence
@@ -31,6 +31,7 @@ from .model import SEVERITY_ORDER, Comparison, StartupRecord
 from .outputs import (
     render_diff,
     render_log_diff,
+    render_page,
     render_report,
     render_startups,
     scan_json,
@@ -95,9 +96,19 @@ def _common(p: argparse.ArgumentParser, *, units: bool = True) -> None:
         )
 
 
+class _Version(argparse.Action):
+    """`--version`: the version and the journal reader this install runs (C or Python)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kw: object) -> None:
+        from .sources import reader_path  # loads the journal readers: only when asked
+
+        print(f"sglang-sentinel {__version__} (journal reader: {reader_path()})")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="sentinel", description="Watch SGLang startups in the systemd journal.")
-    parser.add_argument("--version", action="version", version=f"sglang-sentinel {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("scan", help="one pass over journal history: record startups and report")
@@ -298,6 +309,17 @@ def parse_since(text: str, now: float | None = None) -> float:
 # -- commands ------------------------------------------------------------------------------------
 
 
+# Entries a scan reads between two looks at what it holds (see cmd_scan).
+SCAN_CHUNK = 50_000
+# Ended startups a scan holds in memory before it commits them and lets them go.
+SCAN_ENDED_HELD = 32
+
+
+def _stored_only(store: StateStore, record: StartupRecord, policy: Policy) -> Comparison:
+    """The scan's commit-time "comparison": none (each startup is compared at the end)."""
+    return Comparison(record=record, baseline=None, baseline_kind=None, findings=())
+
+
 def cmd_scan(args: argparse.Namespace) -> int:
     since = parse_since(args.since) if args.since else None  # a bad --since before any work
     config = _load(args)
@@ -306,7 +328,9 @@ def cmd_scan(args: argparse.Namespace) -> int:
     source.open(follow=False)  # one pass: no inotify watch
     store = StateStore(config.state_dir)
     # A scan keeps no cursor and no resume state: it never resumes, and a daemon sharing the
-    # state must not find its own position moved or its open startups closed by it.
+    # state must not find its own position moved or its open startups closed by it. Every
+    # startup is compared once, after the whole pass, with its final baseline; the commits only
+    # store.
     pipeline = Pipeline(
         source,
         rules,
@@ -314,6 +338,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
         store,
         source_key=None,
         startups_kept=config.startups_kept_per_unit,
+        evaluator=_stored_only,
     )
     if since is not None:
         source.seek_realtime(since)
@@ -321,16 +346,19 @@ def cmd_scan(args: argparse.Namespace) -> int:
         source.seek_head()
     seen: dict[str, None] = {}
     while True:
-        n = pipeline.process(limit=50_000)
+        n = pipeline.process(limit=SCAN_CHUNK, read_ahead=True)
+        # A scan resumes from nothing, so it commits only to let ended startups go (memory
+        # stays flat however long the journal); which late lines are dropped does not depend
+        # on when it commits (StartupTracker._builder closes a startup two back at once).
         # The last commit takes a split server_args line as it is: no continuation will come.
-        for c in pipeline.commit(final=n == 0):
-            seen[c.record.invocation_id] = None
+        if n == 0 or pipeline.tracker.ended_held >= SCAN_ENDED_HELD:
+            for c in pipeline.commit(final=n == 0):
+                seen[c.record.invocation_id] = None
         if n == 0:
             break
     source.close()
     # Re-evaluate after the whole pass so every startup is compared with its final baseline;
-    # judged at this moment as `check` judges them, so a startup still starting past its time
-    # is stalled here too, not "pending".
+    # one still starting is judged now, as `check` and the page judge it (it may have stalled).
     comparisons = []
     now = time.time()
     for inv in seen:
@@ -562,26 +590,25 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def _check_once(config: Config, units: Sequence[str], policy: Policy) -> list[Comparison]:
+    """Each unit's latest startup, as its status (compare/status.py) has it: the one under way
+    while there is one, judged now."""
     try:
         store = StateStore(config.state_dir, readonly=True)
     except SentinelError as exc:
         raise NoDataError(str(exc)) from exc
     try:
-        results = []
-        for unit in units:
-            latest = store.latest(unit)
-            if latest is None:
-                raise NoDataError(f"{unit}: no startups recorded")
-            results.append(evaluate(store, latest, policy, now=time.time()))
-        return results
+        statuses = unit_status(store, units, policy, now=time.time(), history=0)
     finally:
         store.close()
+    results = []
+    for s in statuses:
+        if s.latest is None:
+            raise NoDataError(f"{s.unit}: no startups recorded")
+        results.append(s.latest)
+    return results
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .compare import collect_status
-    from .outputs import render_page
-
     config = _load(args)
     try:
         store = StateStore(config.state_dir, readonly=True)
@@ -589,9 +616,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise NoDataError(str(exc)) from exc
     policy = _policy(config)
     units = list(config.targets)
-    statuses = collect_status(store, units, policy, now=time.time())
+    statuses = unit_status(store, units, policy, now=time.time())
     if args.html is None:
-        print(render_report([s.comparison for s in statuses if s.comparison is not None]))
+        # Each unit's latest decided startup, then the one under way (judged now): the last
+        # one shown is the one the unit's verdict is about.
+        shown = [c for s in statuses for c in (s.comparison, s.starting) if c is not None]
+        print(render_report(shown))
         return EXIT_OK
     page = render_page(statuses, generated_at=time.time(), version=__version__)
     if args.html == "-":

@@ -192,6 +192,14 @@ FACTS: Final[tuple[Fact, ...]] = (
         page=Shown("KV cache tokens", 1, check="kv_cache_tokens_drop", chart=True),
     ),
     Fact(
+        "profiled_max_total_tokens",
+        "int",
+        "startup",
+        "KV pool tokens the memory profile allowed, when `--max-total-tokens` asked for more "
+        "(`max_total_tokens=N is larger than the profiled value P`); negative: no room for a pool",
+        range=(-1e12, 1e12),
+    ),
+    Fact(
         "kv_cache_gb",
         "gb",
         "startup",
@@ -478,6 +486,12 @@ FACTS: Final[tuple[Fact, ...]] = (
         "str",
         "control",
         "a fatal startup error; before ready it makes the startup `failed`",
+    ),
+    Fact(
+        "failure_exception",
+        "str",
+        "control",
+        "the exception a traceback ends with; replaces a failure_reason that names no error",
     ),
 )
 

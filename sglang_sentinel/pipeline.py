@@ -12,7 +12,7 @@ import types
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from .compare import Policy, decode_settings, evaluate, load_policy
+from .compare import Evaluate, Policy, decode_settings, evaluate, load_policy
 from .config import Config
 from .errors import StateError
 from .logs import Logger
@@ -21,7 +21,6 @@ from .model import (
     Comparison,
     RuntimeView,
     SourceItem,
-    StartupRecord,
     Stats,
     parse_selector,
 )
@@ -94,7 +93,37 @@ def _journal_key(config: Config) -> str:
 # (journald writes a split line's entries together, so this is only reached when it never ends).
 SPLIT_HOLD_SECONDS = 5.0
 
-Evaluate = Callable[["StateStore", StartupRecord, Policy], Comparison]
+
+class Faults:
+    """Faults of single entries, startups or units: each counted by stage (the
+    `processing_errors_total` counters) and logged as `processing_failed`, a keyed one only the
+    first time (a startup fails again on each change until it ends); the keys are bounded.
+
+    The pipeline's own, handed to the daemon too (`Pipeline.faults`): one count, one memory."""
+
+    KEPT = 1024
+
+    def __init__(self, stats: Stats) -> None:
+        self.stats = stats
+        self._logged: set[tuple[str, str]] = set()
+
+    def failed(
+        self, stage: str, exc: Exception, *, once: tuple[str, str] | None = None, **where: object
+    ) -> None:
+        errors = self.stats.processing_errors
+        errors[stage] = errors.get(stage, 0) + 1
+        if once is not None:
+            if once in self._logged:
+                return
+            if len(self._logged) >= self.KEPT:
+                self._logged.clear()
+            self._logged.add(once)
+        log.error(
+            "processing_failed",
+            stage=stage,
+            error=f"{type(exc).__name__}: {exc}"[:300],
+            **where,
+        )
 
 
 class CommitFailed(StateError):
@@ -141,7 +170,7 @@ class Pipeline:
         self._uncommitted = 0
         self._hold_since: float | None = None  # when a split line started holding the cursor
         self.cut_short = False  # the last process() stopped at its deadline or stop()
-        self._logged_faults: set[tuple[str, str]] = set()
+        self.faults = Faults(self.stats)
         # A cursor move with no record change is committed at most this often (seconds);
         # replaying those entries after a crash changes nothing, so delaying them is safe.
         self.checkpoint_interval = checkpoint_interval
@@ -222,13 +251,23 @@ class Pipeline:
         *,
         deadline: float | None = None,
         stop: Callable[[], bool] | None = None,
+        read_ahead: bool = False,
     ) -> int:
         """Feed the entries available now (at most `limit`, and only until the monotonic
-        `deadline` or `stop()`); returns how many were read."""
+        `deadline` or `stop()`); returns how many were read. `read_ahead`: the source may read
+        entries in batches (a one-shot scan; see JournalSource.lines)."""
         # The policy may have been reloaded (SIGHUP); decode warm-up is the one part the tracker uses.
         self.tracker.decode_warmup_seconds = decode_settings(self.policy).warmup_seconds
         # Most lines come as raw bytes (a line of the invocation just seen); see JournalSource.lines.
-        items: Iterable[SourceItem] = self.source.lines(limit)
+        if read_ahead:
+            from .sources import JournalSource  # loaded already when the source is one
+
+            read_ahead = isinstance(self.source, JournalSource)  # the one source that reads ahead
+        items: Iterable[SourceItem] = (
+            self.source.lines(limit, read_ahead=True)  # type: ignore[call-arg]
+            if read_ahead
+            else self.source.lines(limit)
+        )
         cut: list[bool] = []
         if deadline is not None or stop is not None:
             items = _until(items, deadline, stop, self._clock, cut)
@@ -367,7 +406,7 @@ class Pipeline:
             except Exception as exc:
                 if stage != "compare":  # a record without its comparison is still worth keeping
                     ok.rollback()
-                self._failed(stage, exc, invocation=inv[:8], once=(stage, inv))
+                self.faults.failed(stage, exc, invocation=inv[:8], once=(stage, inv))
                 return None
         return comparison, int(bool(new))
 
@@ -385,30 +424,10 @@ class Pipeline:
                 raise
             except Exception as exc:
                 ok.rollback()
-                self._failed(stage, exc, invocation=inv[:8], once=(stage, inv))
+                self.faults.failed(stage, exc, invocation=inv[:8], once=(stage, inv))
 
     def _entry_failed(self, stage: str, exc: Exception) -> None:
-        self._failed(stage, exc, cursor=self.source.cursor())
-
-    def _failed(
-        self, stage: str, exc: Exception, *, once: tuple[str, str] | None = None, **where: object
-    ) -> None:
-        """Count a fault of one entry or startup and log it (a startup's only the first time:
-        it fails again on each change until it ends)."""
-        errors = self.stats.processing_errors
-        errors[stage] = errors.get(stage, 0) + 1
-        if once is not None:
-            if once in self._logged_faults:
-                return
-            if len(self._logged_faults) >= 1024:
-                self._logged_faults.clear()
-            self._logged_faults.add(once)
-        log.error(
-            "processing_failed",
-            stage=stage,
-            error=f"{type(exc).__name__}: {exc}"[:300],
-            **where,
-        )
+        self.faults.failed(stage, exc, cursor=self.source.cursor())
 
     def _open_ids(self) -> list[str]:
         return self.tracker.open_ids()
@@ -421,8 +440,8 @@ def _until(
     clock: Callable[[], float],
     cut: list[bool],
 ) -> Iterator[SourceItem]:
-    """`items` until `deadline` passes or `stop()` says so, checked every 64 items; the reader
-    stays on the last item handed out, so the cursor is exactly after what was processed.
+    """`items` until `deadline` passes or `stop()` says so; the reader stays on the last item
+    handed out, so the cursor is exactly after what was processed.
 
     Checked every 16 items: a line costs at most a few ms (see bench/), so a SIGTERM or a
     watchdog ping waits well under a second even while a long split line is read."""

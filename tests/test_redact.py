@@ -269,13 +269,14 @@ def test_scrub_text_is_idempotent() -> None:
 
 
 def test_scrub_text_is_fast() -> None:
-    """A short line costs microseconds; 500 kB of hostile text well under a second."""
+    """A short line costs microseconds; 500 kB of hostile text well under a second (CPU time,
+    so a loaded machine's waiting does not count)."""
     line = "[2026-03-09 21:34:27 TP0] Load weight end. elapsed=41.21 s, avail mem=20.66 GB"
-    start = time.perf_counter()
+    start = time.process_time()
     for _ in range(10_000):
         scrub_text(line)
-    assert time.perf_counter() - start < 0.5
+    assert time.process_time() - start < 0.5
     for hostile in ("a" * 500_000, "-" * 500_000, "sk-" * 170_000, "://" * 170_000):
-        start = time.perf_counter()
+        start = time.process_time()
         scrub_text(hostile)
-        assert time.perf_counter() - start < 1.0
+        assert time.process_time() - start < 1.0

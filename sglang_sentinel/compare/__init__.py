@@ -1,33 +1,49 @@
 """Compare: a startup record against its baseline, under a policy -> findings; the read side.
 
-policy.py          Policy, load_policy  the checks (CHECKS), their settings, loaded and validated
+checks.py          TABLE, CHECKS        the check table: id, alert, runbook anchor, default settings
+policy.py          Policy, load_policy  policy files and inline settings over the table, validated
 findings.py        compare              drop, switch, MoE, missing, failed, invalid, stalled
 runtime_checks.py  decode_settings      decode throughput, CUDA graph off, slow phases
 decode_stats.py    describe             decode samples compared bucket by bucket (a rank test)
 launch.py          common_evidence      what differs at launch: flags, server_args, free memory
-ledger_check.py    ledger_finding       new_downgrade_message: downgrade templates the baseline never
-                                        printed (the downgrade ledger, startups/ledger.py)
-status.py          evaluate, collect_status  a unit's latest decided startup compared, and the one
-                                        under way judged now: what check, report and the page read
+status.py          unit_status, evaluate  the read model: each unit's latest decided startup compared,
+                                        the one under way judged now, and its verdict; what check,
+                                        report, scan, the page and /metrics read
 """
 
+from .checks import ALERT_NAMES, CHECKS, TABLE, Check, alert_name, runbook_url
 from .decode_stats import describe, phase_durations
 from .findings import compare, stall_after
 from .launch import common_evidence
 from .ledger_check import LEDGER_CHECK, accepted_patterns, alerting
-from .policy import CHECKS, Policy, load_policy, policy_problems, reached_tiers
+from .policy import Policy, load_policy, policy_problems, reached_tiers
 from .runtime_checks import decode_settings
-from .status import HISTORY, UnitStatus, collect_status, evaluate
+from .status import (
+    HISTORY,
+    VERDICTS,
+    Evaluate,
+    UnitStatus,
+    Verdict,
+    evaluate,
+    unit_status,
+    verdict_of,
+)
 
 __all__ = [
+    "ALERT_NAMES",
     "CHECKS",
     "HISTORY",
     "LEDGER_CHECK",
+    "TABLE",
+    "VERDICTS",
+    "Check",
+    "Evaluate",
     "Policy",
     "UnitStatus",
+    "Verdict",
     "accepted_patterns",
+    "alert_name",
     "alerting",
-    "collect_status",
     "common_evidence",
     "compare",
     "decode_settings",
@@ -37,5 +53,8 @@ __all__ = [
     "phase_durations",
     "policy_problems",
     "reached_tiers",
+    "runbook_url",
     "stall_after",
+    "unit_status",
+    "verdict_of",
 ]

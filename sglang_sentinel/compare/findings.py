@@ -15,7 +15,7 @@ from ..serverargs import switch_flags, switched_off_by
 from ..text import duration
 from .launch import common_evidence, flag_names, is_number
 from .ledger_check import ledger_diff, ledger_finding
-from .policy import DROP_CHECKS, STALL_BASELINE_MULTIPLE, STALL_MIN_SECONDS, SWITCH_CHECKS, Policy
+from .policy import DROP_CHECKS, SWITCH_CHECKS, Policy
 from .runtime_checks import decode_result, runtime_findings
 
 
@@ -45,6 +45,9 @@ def compare(
                 evidence=evidence,
             )
         )
+    f = _negative_pool_finding(record, policy)
+    if f:
+        findings.append(f)
     decode = decode_result(record, baseline if baseline is not record else None, policy)
     # Only the fact_invalid notes: a record carries other notes too (clock_skew).
     invalid = tuple(n for n in record.notes if n.kind == "fact_invalid")
@@ -95,11 +98,37 @@ def compare(
     return Comparison(record, baseline, kind, tuple(findings), decode=decode, log_diff=log_diff)
 
 
+def _negative_pool_finding(record: StartupRecord, policy: Policy) -> Finding | None:
+    """A negative profiled KV pool: the weights leave no memory for one, whatever the outcome
+    (a sign that comes before the failure, or a start that limps on without a pool)."""
+    profiled = record.fact("profiled_max_total_tokens")
+    if (
+        not isinstance(profiled, int)
+        or isinstance(profiled, bool)
+        or profiled >= 0
+        or not policy.enabled("kv_pool_negative")
+    ):
+        return None
+    return Finding(
+        check="kv_pool_negative",
+        severity=policy.severity("kv_pool_negative"),
+        baseline=None,
+        current=profiled,
+        message=(
+            f"the memory profile left a KV pool of {profiled} tokens: the weights (and any "
+            "draft model's) take more than --mem-fraction-static allows, so the start cannot "
+            "hold a request; lower the weights' share (quantization, more GPUs) or raise "
+            "--mem-fraction-static"
+        ),
+        evidence=(note(f"SGLang logged: the profiled value {profiled} (max_total_tokens)"),),
+    )
+
+
 def stall_after(baseline: StartupRecord | None, policy: Policy) -> float:
     """Seconds after its start at which a startup still starting is stalled."""
-    settings = policy.checks.get("startup_stalled", {})
-    multiple = float(settings.get("baseline_multiple", STALL_BASELINE_MULTIPLE))
-    floor = float(settings.get("min_seconds", STALL_MIN_SECONDS))
+    settings = policy.settings("startup_stalled")
+    multiple = float(settings["baseline_multiple"])
+    floor = float(settings["min_seconds"])
     took = baseline.fact("startup_seconds") if baseline is not None else None
     if is_number(took):
         assert isinstance(took, int | float)
@@ -146,10 +175,10 @@ def _drop_finding(
         return None
     assert isinstance(old, int | float) and isinstance(new, int | float)
     drop = (old - new) / old * 100
-    settings = policy.checks.get(check, {})
-    if drop >= float(settings.get("critical_drop_percent", 20)):
+    settings = policy.settings(check)
+    if drop >= float(settings["critical_drop_percent"]):
         severity: Severity = "critical"
-    elif drop >= float(settings.get("warning_drop_percent", 5)):
+    elif drop >= float(settings["warning_drop_percent"]):
         severity = "warning"
     else:
         return None
@@ -264,7 +293,7 @@ def _missing_finding(
 ) -> Finding | None:
     if not policy.enabled("fact_missing"):
         return None
-    watched: Sequence[str] = policy.checks.get("fact_missing", {}).get("facts", ())
+    watched: Sequence[str] = policy.settings("fact_missing")["facts"]
     missing = [f for f in watched if baseline.fact(f) is not None and record.fact(f) is None]
     if not missing:
         return None

@@ -1,8 +1,8 @@
 """The policy: which checks run and at what thresholds, loaded from YAML and validated.
 
-`CHECKS` names every check a comparison can make; a policy file (the bundled
-rules/policy.yaml, or the one `rules.policy` names) and the config's inline `policy:` set
-each check's severity, thresholds and whether it runs.
+The checks and their defaults are the check table (checks.py); a policy file (the bundled
+rules/policy.yaml, or the one `rules.policy` names) and the config's inline `policy:` set a
+check's severity, thresholds and whether it runs, over those defaults.
 """
 
 from __future__ import annotations
@@ -17,22 +17,9 @@ from ..model import SEVERITIES, SEVERITY_ORDER, Severity
 from ..rules import default_policy_path
 from ..serverargs import SWITCHES
 from ..yamlfile import FileTooLarge, YamlError, load_yaml, read_text
-from .ledger_check import LEDGER_CHECK, LEDGER_KEYS, ledger_problems
-from .runtime_checks import RUNTIME_CHECKS, RUNTIME_KEYS
+from .checks import BY_ID, CHECKS, ESCALATING_CHECKS, ESCALATION_TIERS
+from .ledger_check import ledger_problems
 
-CHECKS = (
-    "max_running_requests_drop",
-    "kv_cache_tokens_drop",
-    "piecewise_cuda_graph_disabled",
-    "cuda_graph_disabled",
-    "moe_config_missing",
-    "startup_failed",
-    "fact_missing",
-    *RUNTIME_CHECKS,
-    "fact_invalid",
-    "startup_stalled",
-    LEDGER_CHECK,
-)
 DROP_CHECKS = {
     "max_running_requests_drop": ("max_running_requests", "max_running_requests"),
     "kv_cache_tokens_drop": ("kv_cache_tokens", "KV cache tokens"),
@@ -41,33 +28,25 @@ DROP_CHECKS = {
 SWITCH_CHECKS = {
     f"{name}_disabled": (name, SWITCHES[name]) for name in ("piecewise_cuda_graph", "cuda_graph")
 }
-_KEYS = {
-    "max_running_requests_drop": {"warning_drop_percent", "critical_drop_percent", "enabled"},
-    "kv_cache_tokens_drop": {"warning_drop_percent", "critical_drop_percent", "enabled"},
-    "fact_missing": {"severity", "facts", "enabled"},
-    **RUNTIME_KEYS,
-    "startup_stalled": {"severity", "enabled", "baseline_multiple", "min_seconds"},
-    **LEDGER_KEYS,
-}
-# Checks whose severity grows with the size of the drop, and the tiers they pass through.
-ESCALATING_CHECKS = frozenset(k for k, keys in _KEYS.items() if "critical_drop_percent" in keys)
-ESCALATION_TIERS: tuple[Severity, ...] = ("warning", "critical")
-# startup_stalled defaults (rules/policy.yaml sets them too): 3x the baseline, at least 15 min.
-STALL_BASELINE_MULTIPLE = 3.0
-STALL_MIN_SECONDS = 900.0
 
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """Validated check settings: check id -> its settings mapping."""
+    """Validated check settings as the policy file and the config gave them: check id -> its
+    settings; `settings` merges them over the check table's defaults (checks.py)."""
 
     checks: Mapping[str, Mapping[str, Any]]
 
+    def settings(self, check: str) -> Mapping[str, Any]:
+        """`check`'s settings: the table's defaults, with what the policy set over them."""
+        row = BY_ID.get(check)
+        return {**(row.defaults if row is not None else {}), **self.checks.get(check, {})}
+
     def enabled(self, check: str) -> bool:
-        return bool(self.checks.get(check, {}).get("enabled", True))
+        return bool(self.settings(check).get("enabled", True))
 
     def severity(self, check: str) -> Severity:
-        value = self.checks.get(check, {}).get("severity", "warning")
+        value = self.settings(check).get("severity", "warning")
         return "critical" if value == "critical" else "info" if value == "info" else "warning"
 
     def tiers(self, check: str) -> tuple[Severity, ...]:
@@ -166,9 +145,8 @@ def policy_problems(doc: Any) -> list[tuple[str, str]]:
 def _order_problems(checks: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
     problems = []
     for check in DROP_CHECKS:
-        settings = checks.get(check, {})
-        warning = settings.get("warning_drop_percent", 5 if check.startswith("max") else 10)
-        critical = settings.get("critical_drop_percent", 20 if check.startswith("max") else 50)
+        settings = {**BY_ID[check].defaults, **checks.get(check, {})}
+        warning, critical = settings["warning_drop_percent"], settings["critical_drop_percent"]
         numbers = all(
             isinstance(v, int | float) and not isinstance(v, bool) for v in (warning, critical)
         )
@@ -191,7 +169,7 @@ def _validate_policy(checks: Mapping[str, Mapping[str, Any]]) -> list[tuple[str,
                 (f"policy.checks.{check}", f"unknown check (known: {', '.join(CHECKS)})")
             )
             continue
-        allowed = _KEYS.get(check, {"severity", "enabled"})
+        allowed = BY_ID[check].keys
         for key, value in settings.items():
             path = f"policy.checks.{check}.{key}"
             if key not in allowed:

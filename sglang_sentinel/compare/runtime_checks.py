@@ -13,29 +13,9 @@ from ..evidence import note
 from ..model import Evidence, Finding, Severity, StartupRecord
 from .decode_stats import DecodeSettings, bucket_evidence, compare_decode, describe, phase_durations
 
-RUNTIME_CHECKS = (
-    "decode_throughput_drop",
-    "decode_without_cuda_graph",
-    "cuda_graph_ceiling",
-    "startup_slow",
-)
-RUNTIME_KEYS: Mapping[str, set[str]] = {
-    "decode_throughput_drop": {
-        "warning_drop_percent",
-        "critical_drop_percent",
-        "warmup_seconds",
-        "min_samples",
-        "enabled",
-    },
-    "decode_without_cuda_graph": {"increase_percent", "severity", "enabled"},
-    "cuda_graph_ceiling": {"severity", "enabled"},
-    "startup_slow": {"slower_percent", "slower_seconds", "severity", "enabled"},
-}
-
 
 class _Policy(Protocol):
-    @property
-    def checks(self) -> Mapping[str, Mapping[str, Any]]: ...
+    def settings(self, check: str) -> Mapping[str, Any]: ...
 
     def enabled(self, check: str) -> bool: ...
 
@@ -43,11 +23,9 @@ class _Policy(Protocol):
 
 
 def decode_settings(policy: _Policy) -> DecodeSettings:
-    s = policy.checks.get("decode_throughput_drop", {})
-    default = DecodeSettings()
+    s = policy.settings("decode_throughput_drop")
     return DecodeSettings(
-        min_samples=int(s.get("min_samples", default.min_samples)),
-        warmup_seconds=float(s.get("warmup_seconds", default.warmup_seconds)),
+        min_samples=int(s["min_samples"]), warmup_seconds=float(s["warmup_seconds"])
     )
 
 
@@ -93,11 +71,11 @@ def _decode_drop(
     ratio = result["ratio"]
     if result["verdict"] != "regressed" or ratio is None:
         return None
-    s = policy.checks.get("decode_throughput_drop", {})
+    s = policy.settings("decode_throughput_drop")
     drop = (1 - ratio) * 100
-    if drop >= float(s.get("critical_drop_percent", 25)):
+    if drop >= float(s["critical_drop_percent"]):
         severity: Severity = "critical"
-    elif drop >= float(s.get("warning_drop_percent", 10)):
+    elif drop >= float(s["warning_drop_percent"]):
         severity = "warning"
     else:
         return None
@@ -130,7 +108,7 @@ def _graph_off(
     now, before = result["graph_off_share"], result["baseline_graph_off_share"]
     if now is None or before is None:
         return None
-    limit = float(policy.checks.get("decode_without_cuda_graph", {}).get("increase_percent", 10))
+    limit = float(policy.settings("decode_without_cuda_graph")["increase_percent"])
     if (now - before) * 100 < limit:
         return None
     lines = record.decode.get("counts", {})
@@ -199,9 +177,9 @@ def _slow(
     now, before = record.fact("startup_seconds"), baseline.fact("startup_seconds")
     if not isinstance(now, int | float) or not isinstance(before, int | float):
         return None
-    s = policy.checks.get("startup_slow", {})
-    pct = float(s.get("slower_percent", 50))
-    secs = float(s.get("slower_seconds", 60))
+    s = policy.settings("startup_slow")
+    pct = float(s["slower_percent"])
+    secs = float(s["slower_seconds"])
     if now - before < secs or now < before * (1 + pct / 100):
         return None
     phases_now = phase_durations(record.decode.get("phases", {}), record.started_at)

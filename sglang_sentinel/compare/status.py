@@ -1,21 +1,39 @@
-"""The read side: a unit's latest decided startup, compared, and the one under way judged now.
+"""The read side: each unit's status, the one read model of check, report, scan, the page and
+/metrics.
 
-`evaluate` compares one record with its unit's pinned baseline, else the previous ready
-startup; `collect_status` reads each unit's status from the state. `sentinel check`, `report`,
-the page and the daemon's snapshot read the state through these.
+A unit's status is its latest decided (ready or failed) startup compared with its baseline, plus
+the startup under way judged at `now` (which can only be `startup_stalled`), its recent history,
+its pin and outcome counts. Its verdict is the verdict of its latest startup: the one under way
+while there is one (starting, or stalled), else the decided one (failed, its worst finding's
+severity, or ok). Every surface reads a verdict here, so they cannot disagree.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
 
-from ..model import Comparison, StartupRecord
+from ..model import SEVERITY_ORDER, Comparison, FactValue, StartupRecord
 from ..state import StateStore
 from .findings import compare
 from .policy import Policy
 
 HISTORY = 12  # startups a unit's status carries (the page's charts)
+
+Verdict = Literal["none", "ok", "starting", "info", "warning", "stalled", "failed", "critical"]
+# Worst last: a fleet's verdict (the page's title) is its worst unit's.
+VERDICTS: tuple[Verdict, ...] = (
+    "none",
+    "ok",
+    "starting",
+    "info",
+    "warning",
+    "stalled",
+    "failed",
+    "critical",
+)
+Evaluate = Callable[[StateStore, StartupRecord, Policy], Comparison]
 
 
 def evaluate(
@@ -35,41 +53,91 @@ def evaluate(
     return compare(record, previous, "previous" if previous else None, policy, now)
 
 
+def verdict_of(comparison: Comparison | None) -> Verdict:
+    """The verdict of one compared startup (None: no startup yet)."""
+    if comparison is None:
+        return "none"
+    if comparison.record.outcome == "starting":
+        stalled = any(f.check == "startup_stalled" for f in comparison.findings)
+        return "stalled" if stalled else "starting"
+    if comparison.record.outcome == "failed":
+        return "failed"
+    if not comparison.findings:
+        return "ok"
+    return max((f.severity for f in comparison.findings), key=SEVERITY_ORDER.__getitem__)
+
+
 @dataclass(frozen=True, slots=True)
 class UnitStatus:
-    """What the page shows for one unit."""
+    """One unit as every surface shows it."""
 
     unit: str
     comparison: Comparison | None  # the latest decided (ready/failed) startup, compared
     starting: Comparison | None  # a startup under way, judged now (it may be startup_stalled)
     history: tuple[StartupRecord, ...]  # the last HISTORY startups, oldest first
     pinned: bool
+    outcome_counts: Mapping[str, int] = field(default_factory=dict)
+    # The latest batch-line values of `comparison`'s startup (model.RuntimeView): in memory
+    # only (the daemon's), so empty after a restart until the next batch line, and elsewhere.
+    runtime: Mapping[str, FactValue] = field(default_factory=dict)
+
+    @property
+    def latest(self) -> Comparison | None:
+        """The unit's latest startup, compared: the one under way while there is one."""
+        return self.starting if self.starting is not None else self.comparison
+
+    @property
+    def in_progress(self) -> bool:
+        return self.starting is not None
+
+    @property
+    def verdict(self) -> Verdict:
+        return verdict_of(self.latest)
 
 
-def collect_status(
-    store: StateStore, units: Sequence[str], policy: Policy, now: float, history: int = HISTORY
-) -> list[UnitStatus]:
-    """Read each unit's latest startup, its comparison and recent history from the state;
-    a startup under way is judged at `now` (unix seconds), so a stalled one shows."""
+def unit_status(
+    store: StateStore,
+    units: Sequence[str],
+    policy: Policy,
+    now: float,
+    *,
+    history: int = HISTORY,
+    evaluator: Evaluate = evaluate,
+    on_error: Callable[[str, Exception], None] | None = None,
+) -> tuple[UnitStatus, ...]:
+    """Each unit's status from the state; a startup under way is judged at `now` (unix seconds).
+
+    With `on_error`, a unit whose comparison fails is shown without one and the error handed
+    over, so one unit's fault never hides the others.
+    """
     pins = store.baselines()
     out = []
     for unit in units:
-        records = store.recent(unit, history)
-        latest = records[-1] if records else None
+        # The latest by the journal's order (as stored), not by the start time a clock wrote.
+        latest = store.latest(unit)
         decided = (
             latest
             if latest is not None and latest.outcome != "starting"
             else store.latest(unit, decided=True)
         )
+        comparison = starting = None
+        try:
+            if decided is not None:
+                comparison = evaluator(store, decided, policy)
+            if latest is not None and latest.outcome == "starting":
+                starting = evaluate(store, latest, policy, now=now)
+        except Exception as exc:
+            if on_error is None:
+                raise
+            on_error(unit, exc)
         out.append(
             UnitStatus(
                 unit=unit,
-                comparison=evaluate(store, decided, policy) if decided else None,
-                starting=evaluate(store, latest, policy, now=now)
-                if latest is not None and latest.outcome == "starting"
-                else None,
-                history=tuple(records),
+                comparison=comparison,
+                starting=starting,
+                history=tuple(store.recent(unit, history)) if history else (),
                 pinned=unit in pins,
+                outcome_counts=store.outcome_counts(unit),
             )
         )
-    return out
+    return tuple(out)

@@ -30,10 +30,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.message import Message
 from pathlib import Path
-from types import MappingProxyType
 from typing import IO, Any, Final, Protocol
 
-from ..compare import alerting, reached_tiers
+from ..compare import alert_name, alerting, reached_tiers, runbook_url
 from ..config import AlertmanagerConfig, ListenAddress
 from ..evidence import render_evidence
 from ..logs import Logger
@@ -43,27 +42,6 @@ from ..redact import scrub_text
 log = Logger("sglang_sentinel")
 
 API_PATH: Final = "/api/v2/alerts"
-RUNBOOK_URL: Final = "https://github.com/sglang-sentinel/sglang-sentinel/blob/main/docs/runbook.md"
-# The alertname of each check, as in the Prometheus rules, so both paths name an alert the same.
-ALERT_NAMES: Final[Mapping[str, str]] = MappingProxyType(
-    {
-        "max_running_requests_drop": "SGLangCapacityDropped",
-        "kv_cache_tokens_drop": "SGLangKVCacheShrunk",
-        "piecewise_cuda_graph_disabled": "SGLangPiecewiseCudaGraphDisabled",
-        "cuda_graph_disabled": "SGLangCudaGraphDisabled",
-        "moe_config_missing": "SGLangMoEConfigMissing",
-        "startup_failed": "SGLangStartupFailed",
-        "fact_missing": "SGLangSentinelRulesStale",
-        "decode_throughput_drop": "SGLangDecodeThroughputDropped",
-        "decode_without_cuda_graph": "SGLangDecodeWithoutCudaGraph",
-        "cuda_graph_ceiling": "SGLangCudaGraphCeilingExceeded",
-        "startup_slow": "SGLangStartupSlow",
-        "fact_invalid": "SGLangSentinelFactInvalid",
-        "startup_stalled": "SGLangStartupStalled",
-        "new_downgrade_message": "SGLangNewDowngradeMessage",
-    }
-)
-FALLBACK_ALERT_NAME: Final = "SGLangStartupRegression"  # a check added without a rule yet
 # Prometheus sets ValidUntil = now + 4 x resend "to allow for two ... send failures".
 VALID_FOR_RESENDS: Final = 4
 _ERROR_BODY_CHARS = 200
@@ -221,14 +199,6 @@ def read_token(path: Path) -> str:
 def rfc3339(ts: float) -> str:
     """Unix seconds as RFC 3339 UTC with milliseconds, e.g. 2026-03-09T21:34:27.000Z."""
     return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="milliseconds")[:-6] + "Z"
-
-
-def alert_name(check: str) -> str:
-    return ALERT_NAMES.get(check, FALLBACK_ALERT_NAME)
-
-
-def runbook_url(name: str) -> str:
-    return f"{RUNBOOK_URL}#{name.lower()}" if name != FALLBACK_ALERT_NAME else RUNBOOK_URL
 
 
 @dataclass(slots=True)
@@ -583,7 +553,7 @@ def _annotations(comparison: Comparison, finding: Finding) -> dict[str, str]:
     annotations = {
         "summary": scrub_text(f"{record.unit}: {finding.message}"),
         "description": scrub_text(description),
-        "runbook_url": runbook_url(alert_name(finding.check)),
+        "runbook_url": runbook_url(finding.check),
         "invocation_id": record.invocation_id,
     }
     if baseline is not None:

@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from systemd import daemon as sd
 
 from .. import __version__
-from ..compare import Policy, collect_status, evaluate, stall_after
+from ..compare import Policy, UnitStatus, stall_after, unit_status
 from ..config import Config, plan_reload
 from ..errors import ConfigError, JournalError, RuleError, SentinelError, StateError
 from ..logs import Logger, configure_logging
@@ -33,7 +33,7 @@ from ..rules import RuleSet
 from ..state import StateStore
 from .alerts import AlertPusher, default_instance
 from .http import BoundedWSGIServer, make_metrics_server
-from .metrics import SentinelCollector, UnitView
+from .metrics import SentinelCollector
 
 log = Logger("sglang_sentinel")
 
@@ -87,7 +87,7 @@ def _landing(app: Callable[..., Any], page: Callable[[], str]) -> Callable[..., 
 class _Snapshot:
     """Per-unit views of the committed state, replaced whole after each commit."""
 
-    views: tuple[UnitView, ...] = ()
+    views: tuple[UnitStatus, ...] = ()
     pinned: frozenset[str] = frozenset()
 
 
@@ -165,7 +165,6 @@ class Daemon:
         self._pins: dict[str, str] = {}  # unit -> pinned invocation, to log the CLI's (un)pins
         self._page_lock = threading.Lock()
         # A failed commit: when to retry it, the next wait, and the failures in this episode.
-        self._view_faults: set[tuple[str, str]] = set()
         self._retry_at: float | None = None
         self._retry_wait = RETRY_FIRST_S
         self._failed_commits = 0
@@ -220,7 +219,7 @@ class Daemon:
 
     # -- what the exporter and alerts see ---------------------------------------------------------
 
-    def views(self) -> tuple[UnitView, ...]:
+    def views(self) -> tuple[UnitStatus, ...]:
         """What the exporter, the status line and the alerts show: the last published snapshot.
 
         Scrapes run on the HTTP thread; they read this immutable snapshot and never the SQLite
@@ -231,46 +230,25 @@ class Daemon:
 
     def publish(self) -> None:
         """Rebuild the snapshot from committed state (loop thread only, after a commit)."""
+        statuses = unit_status(
+            self.store,
+            self.config.targets,
+            self.policy,
+            now=self._clock(),
+            history=0,
+            evaluator=self.pipeline.evaluator,
+            on_error=self._view_failed,  # one unit's fault never empties /metrics
+        )
         views = []
-        for unit in self.config.targets:
-            latest = self.store.latest(unit)
-            decided = (
-                latest
-                if latest and latest.outcome != "starting"
-                else self.store.latest(unit, decided=True)
-            )
-            comparison = None
-            starting = None
-            try:
-                if decided is not None:
-                    comparison = self.pipeline.evaluator(self.store, decided, self.policy)
-                if latest is not None and latest.outcome == "starting":
-                    starting = evaluate(self.store, latest, self.policy, now=self._clock())
-            except Exception as exc:  # one unit's fault never empties /metrics
-                self._view_failed(unit, exc)
-            runtime = (
-                self.pipeline.runtime.get(comparison.record.invocation_id) if comparison else None
-            )
-            views.append(
-                UnitView(
-                    unit=unit,
-                    comparison=comparison,
-                    in_progress=starting is not None,
-                    outcome_counts=self.store.outcome_counts(unit),
-                    starting=starting,
-                    runtime=runtime.facts if runtime is not None else {},
-                )
-            )
+        for status in statuses:
+            c = status.comparison
+            runtime = self.pipeline.runtime.get(c.record.invocation_id) if c else None
+            views.append(dataclasses.replace(status, runtime=runtime.facts) if runtime else status)
         self._snapshot = _Snapshot(tuple(views), frozenset(self.store.baselines()))
 
     def _view_failed(self, unit: str, exc: Exception) -> None:
-        key = (unit, type(exc).__name__)
-        if key in self._view_faults:
-            errors = self.stats.processing_errors
-            errors["metrics"] = errors.get("metrics", 0) + 1
-            return  # logged once per unit and kind; every scrape would repeat it
-        self._view_faults.add(key)
-        self.pipeline._failed("metrics", exc, unit=unit)
+        # Counted at every publish, logged once per unit and kind: each one would repeat it.
+        self.pipeline.faults.failed("metrics", exc, once=(unit, type(exc).__name__), unit=unit)
 
     def status_page(self) -> str:
         """The page served at `/`: the same renderer as `sentinel report --html`."""
@@ -280,9 +258,7 @@ class Daemon:
         with self._page_lock:
             store = StateStore(self.config.state_dir, readonly=True)
             try:
-                statuses = collect_status(
-                    store, self.config.targets, self.policy, now=self._clock()
-                )
+                statuses = unit_status(store, self.config.targets, self.policy, now=self._clock())
             except sqlite3.Error as exc:
                 raise StateError(f"status page: cannot read the state: {exc}") from exc
             finally:

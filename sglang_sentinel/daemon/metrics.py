@@ -9,8 +9,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -21,9 +20,9 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from .. import __version__
-from ..compare import CHECKS, Policy, alerting, reached_tiers
+from ..compare import CHECKS, Policy, UnitStatus, alerting, reached_tiers
 from ..facts import Fact, metric_facts, metric_of
-from ..model import Comparison, FactValue, StartupRecord, Stats
+from ..model import FactValue, StartupRecord, Stats
 from ..state import model_label, record_sha256, tp_label
 from .decode_metrics import decode_metrics
 
@@ -32,22 +31,6 @@ PREFIX = "sglang_sentinel_"
 # baseline_ series too; a runtime fact is the latest batch line's value.
 FACT_METRICS: Sequence[Fact] = metric_facts("startup")
 RUNTIME_METRICS: Sequence[Fact] = metric_facts("runtime")
-
-
-@dataclass(frozen=True, slots=True)
-class UnitView:
-    """What the exporter shows for one unit: its latest decided startup and that comparison."""
-
-    unit: str
-    comparison: Comparison | None  # None until a startup was decided (ready or failed)
-    in_progress: bool
-    outcome_counts: dict[str, int]
-    # The startup under way, judged with the current time (its only possible finding is
-    # startup_stalled); None when no startup is under way.
-    starting: Comparison | None = None
-    # The latest batch-line values of `comparison`'s startup (model.RuntimeView): in memory
-    # only, so empty after a restart until the next batch line.
-    runtime: Mapping[str, FactValue] = field(default_factory=dict)
 
 
 def fact_gauge(fact: Fact, *, baseline: bool) -> GaugeMetricFamily:
@@ -80,7 +63,7 @@ class SentinelCollector(Collector):
 
     def __init__(
         self,
-        views: Callable[[], Sequence[UnitView]],
+        views: Callable[[], Sequence[UnitStatus]],
         stats: Stats,
         rule_hits: Callable[[], dict[str, int]],
         policy: Callable[[], Policy],
@@ -96,17 +79,18 @@ class SentinelCollector(Collector):
         self._clock = clock
         self._gpu = gpu
         self._hashes: dict[str, str] = {}  # baseline invocation id -> content sha256
-        self._lock = threading.Lock()
+        self._hashes_lock = threading.Lock()  # concurrent scrapes share the cache
 
     def collect(self) -> Iterator[Metric]:
-        with self._lock:  # the state connection is shared by scrape threads
-            views = list(self._views())
-            pinned = self._pinned()
+        # What views() and the pins return is the daemon's published snapshot, replaced whole and
+        # never changed: no lock, and never the SQLite connection the loop writes through.
+        views = list(self._views())
+        pinned = self._pinned()
         yield from self._startup_metrics(views, pinned)
         yield from decode_metrics(views)
         yield from self._self_metrics()
 
-    def _startup_metrics(self, views: Sequence[UnitView], pinned: set[str]) -> Iterator[Metric]:
+    def _startup_metrics(self, views: Sequence[UnitStatus], pinned: set[str]) -> Iterator[Metric]:
         policy = self._policy()
         gpu = self._gpu()
         current = {f.name: fact_gauge(f, baseline=False) for f in FACT_METRICS}
@@ -256,12 +240,13 @@ class SentinelCollector(Collector):
 
     def _sha256(self, baseline: StartupRecord) -> str:
         # A baseline never changes once recorded ready; hash each one once.
-        sha = self._hashes.get(baseline.invocation_id)
-        if sha is None:
-            if len(self._hashes) > 1000:
-                self._hashes.clear()
-            sha = self._hashes[baseline.invocation_id] = record_sha256(baseline)
-        return sha
+        with self._hashes_lock:
+            sha = self._hashes.get(baseline.invocation_id)
+            if sha is None:
+                if len(self._hashes) > 1000:
+                    self._hashes.clear()
+                sha = self._hashes[baseline.invocation_id] = record_sha256(baseline)
+            return sha
 
     def _self_metrics(self) -> Iterator[Metric]:
         s = self._stats

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from ..compare import LEDGER_CHECK, UnitStatus, describe
+from ..compare import LEDGER_CHECK, VERDICTS, UnitStatus, Verdict, describe
 from ..evidence import render_evidence
 from ..facts import page_facts
 from ..model import SEVERITY_ORDER, Comparison, FactValue, Finding, StartupRecord
@@ -89,12 +89,10 @@ def render_page(
 
 
 def _title(statuses: Sequence[UnitStatus]) -> str:
-    worst = max((_verdict(s)[0] for s in statuses), key=_VERDICT_RANK.__getitem__, default="ok")
+    worst = max((_verdict(s)[0] for s in statuses), key=VERDICTS.index, default="ok")
     return f"{_VERDICT_TEXT[worst]} · sglang-sentinel"
 
 
-_VERDICT_RANK = {"none": 0, "ok": 1, "starting": 2, "info": 3, "warning": 4, "stalled": 5}
-_VERDICT_RANK.update(failed=6, critical=7)
 _VERDICT_TEXT = {
     "none": "no startup yet",
     "ok": "OK",
@@ -117,27 +115,26 @@ _VERDICT_ICON = {
 }
 
 
-def _verdict(s: UnitStatus) -> tuple[str, str]:
-    """(verdict key, one-line reason) for a unit."""
-    c = s.comparison
-    stalled = _stall(s)
-    if stalled is not None:
-        return "stalled", stalled.message
-    if c is None:
-        if s.starting is not None:
-            since = _utc(s.starting.record.started_at)
-            return "starting", f"first startup under way since {since}"
-        return "none", "no startup recorded yet"
-    findings = _ordered(c.findings)
-    if c.record.outcome == "failed":
-        reason = c.record.failure_reason or "the server exited before it was ready"
-        return "failed", _clip(reason)
+def _verdict(s: UnitStatus) -> tuple[Verdict, str]:
+    """(the unit's verdict, compare/status.py's, and a one-line reason)."""
+    key = s.verdict
+    latest = s.latest
+    if latest is None:
+        return key, "no startup recorded yet"
+    if key == "stalled":
+        return key, next(f.message for f in latest.findings if f.check == "startup_stalled")
+    if key == "starting":
+        which = "first startup" if s.comparison is None else "a new startup"
+        return key, f"{which} under way since {_utc(latest.record.started_at)}"
+    if key == "failed":
+        return key, _clip(latest.record.failure_reason or "the server exited before it was ready")
+    findings = _ordered(latest.findings)
     if findings:
         more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
-        return findings[0].severity, findings[0].message + more
-    if c.baseline is None:
-        return "ok", "ready; no baseline to compare with yet"
-    return "ok", "no regression against the baseline"
+        return key, findings[0].message + more
+    if latest.baseline is None:
+        return key, "ready; no baseline to compare with yet"
+    return key, "no regression against the baseline"
 
 
 def _stall(s: UnitStatus) -> Finding | None:

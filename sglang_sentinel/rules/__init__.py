@@ -3,7 +3,7 @@
 files.py    load_rules, check_rules   rule files -> RuleSet, every problem named as file:rule_id
 ruleset.py  RuleSet                   a line -> [RuleMatch]; the batch-line fast path
 matcher.py  Matcher, MemoMatcher      the seam the tracker matches lines through (memoised)
-shapes.py   split_prefix, digit_blind  the SGLang line prefix and the regex shapes the fast path uses
+shapes.py   split_prefix, digit_blind  the SGLang line prefix, other tools' wrappers, the regex shapes
 regex.py    RuleRegex                 RE2, the engine every rule regex runs on
 pack/       the bundled rule pack (package data; the checkout's top-level rules/ links here)
 """

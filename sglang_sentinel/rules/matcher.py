@@ -28,6 +28,7 @@ from sglang_sentinel.rules.shapes import (
     DECORATION_WORDS,
     NO_RANK,
     PREFIX_MAX,
+    may_be_wrapped,
     parse_rank,
     split_prefix,
 )
@@ -169,6 +170,8 @@ class MemoMatcher:
         else:
             end = 0  # no prefix: the body is the line (unless a decoration starts it, below)
         body = raw[end:].decode("utf-8", "replace")
+        if end == 0 and may_be_wrapped(body):
+            return _EXACT_PATH  # split_prefix strips the wrapper (docker -t, Ray, compose)
         if (
             "\x1b" in body  # ANSI codes or a progress bar: the line needs clean_message
             or "\r" in body

@@ -50,8 +50,53 @@ NO_RANK: Final = Rank()
 DECORATION_WORDS: Final = ("DEBUG ", "INFO ", "WARNING ", "ERROR ", "CRITICAL ")
 
 
+# --- wrappers around the line ----------------------------------------------------------------
+
+# What other tools put before an SGLang line (docs/architecture.md, "Wrappers"), one per match:
+# - an RFC 3339 time, as `docker logs -t` and `kubectl logs --timestamps` print it, with the
+#   CRI log format's `stdout F ` / `stderr P ` after it (a node's /var/log/pods files);
+# - another Python logger the line was passed through, `%(asctime)s - %(name)s - %(levelname)s - `
+#   (`2025-03-07 23:50:27,531 - __main__ - INFO - `, olmocr's server runner);
+# - Docker Desktop's local time (`2025-02-17 05:27:25 `; Python's own `%(asctime)s` has a comma);
+# - a Ray actor's `(SGLangEngine pid=206831) ` or `(Name pid=1, ip=10.0.0.1) `;
+# - docker compose's `service-1  | `.
+_WRAPPER_RE: Final = re.compile(
+    r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:?\d\d) (?:(?:stdout|stderr) [FP] )?"
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - [\w.<>-]{1,64} - (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - "
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,9})? "
+    r"|\((?:[\w.:-]{1,64} )?pid=\d{1,10}(?:, ip=[\w.:-]{1,64})?\) "
+    r"|[\w.-]{1,64} +\| )",
+    re.ASCII,
+)
+WRAPPER_STARTS: Final = frozenset("(0123456789")
+_MAX_WRAPPERS: Final = 3  # e.g. kubectl's time, then Ray's prefix
+
+
+def may_be_wrapped(message: str) -> bool:
+    """Whether a line that does not start with `[` may carry a wrapper (a cheap test)."""
+    if message[:1] in WRAPPER_STARTS:
+        return True
+    bar = message.find(" | ", 0, 70)  # compose: one word, then spaces, then the bar
+    return bar > 0 and " " not in message[:bar].rstrip(" ")
+
+
+def strip_wrappers(message: str) -> str:
+    """The line without the wrappers other tools put before it; any other line unchanged."""
+    for _ in range(_MAX_WRAPPERS):
+        if message.startswith("[") or not may_be_wrapped(message):
+            break
+        wrapper = _WRAPPER_RE.match(message)
+        if wrapper is None:
+            break
+        message = message[wrapper.end() :]
+    return message
+
+
 def split_prefix(message: str) -> tuple[str, Rank]:
-    """Strip the SGLang `[ts DPn TPn] ` prefix and the pre-logger decoration; return body, rank."""
+    """Strip wrappers, the SGLang `[ts DPn TPn] ` prefix and the pre-logger decoration; return
+    body, rank."""
+    if not message.startswith("["):
+        message = strip_wrappers(message)
     if message.startswith("["):
         prefix = _PREFIX_RE.match(message)
         if prefix is not None:

@@ -8,6 +8,8 @@ files.py       FileSource      log files of a layout, followed with inotify (ino
 dockerfiles.py DockerLayout    Docker's json-file logs
 podlogs.py     PodLayout       the kubelet's pod logs (CRI format)
 combined.py    CombinedSource  the journal and log files at once
+readers.py     reader_path     which libsystemd reader reads the units' journal lines: the optional
+                               C one (_journalread.c) or python-systemd's
 """
 
 from .base import Source, journal_cursor_time
@@ -16,6 +18,7 @@ from .dockerfiles import DockerLayout
 from .files import FileSource, Layout, Stream, parse_time_us
 from .journal import JournalSource
 from .podlogs import PodLayout
+from .readers import reader_path
 
 __all__ = [
     "CombinedSource",
@@ -28,4 +31,5 @@ __all__ = [
     "Stream",
     "journal_cursor_time",
     "parse_time_us",
+    "reader_path",
 ]

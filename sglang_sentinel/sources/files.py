@@ -180,6 +180,27 @@ def _head(path: Path, n: int) -> bytes | None:
 
 def parse_time_us(text: bytes, _cache: dict[bytes, int] | None = None) -> int | None:
     """RFC 3339 with nanoseconds (`2026-01-01T00:00:00.123456789Z`, or `+02:00`) -> unix µs."""
+    if (
+        _cache is not None
+        and len(text) == 30
+        and text[19:20] == b"."
+        and text[29:30] == b"Z"
+        and text[20:29].isdigit()
+    ):
+        # Docker's and containerd's own form, lines of one second sharing its start.
+        base = _cache.get(text[:19])
+        if base is not None:
+            return base + int(text[20:26])
+        full = _parse_time_us(text, _cache)
+        if full is not None:
+            if len(_cache) > 4096:
+                _cache.clear()
+            _cache[text[:19]] = full - int(text[20:26])
+        return full
+    return _parse_time_us(text, _cache)
+
+
+def _parse_time_us(text: bytes, _cache: dict[bytes, int] | None) -> int | None:
     try:
         day = text[:10]
         base = _cache.get(day) if _cache is not None else None
@@ -733,9 +754,27 @@ class FileSource:
         return any(pos.pieces for pos in self._positions.values())
 
 
+_DOCKER_HEAD = b'{"log":"'
+_DOCKER_STREAM = b'","stream":"'
+_DOCKER_TIME = b'","time":"'
+
+
 def _parse_docker(line: bytes) -> tuple[bytes, bytes, bytes, bool] | None:
     """(text, time, output, partial) of a json-file line; a piece of a split line lacks the
-    newline."""
+    newline.
+
+    moby writes the three fields in this order without spaces; a line whose text has no JSON
+    escape but its final newline (most of them) is cut apart without a JSON parser."""
+    if line.startswith(_DOCKER_HEAD) and line.endswith(b'"}\n'):
+        cut = line.rfind(_DOCKER_STREAM)
+        when = line.rfind(_DOCKER_TIME)
+        if 8 <= cut < when:
+            body = line[8:cut]
+            partial = not body.endswith(b"\\n")
+            if not partial:
+                body = body[:-2]
+            if b"\\" not in body:
+                return body, line[when + 10 : -3], line[cut + 12 : when], partial
     try:
         obj = json.loads(line)
         text = obj["log"]

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
-from collections.abc import Callable, Iterator, Sequence
+import os
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from .containers import (
     start_id,
     target_of,
 )
+from .readers import RUN_CHECK, RUN_END, RUN_UNREAD, fast_reader
 
 # sd_journal_wait() results, re-exported so callers need not import systemd.
 NOP = journal.NOP
@@ -44,6 +46,8 @@ INVALIDATE = journal.INVALIDATE
 _COREDUMP_MESSAGE_ID = "fc2e22bc6ee647b6b90729ab34a250b1"
 # EBADMSG reads in a row after which the reader counts as stuck on a corrupt spot.
 _MAX_BAD_IN_A_ROW = 10_000
+# Entries one read_run call reads at most when the caller lets the reader read ahead (a scan).
+_READ_AHEAD = 256
 
 log = Logger("sglang_sentinel")
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
@@ -135,6 +139,10 @@ class JournalSource:
         # _reader found no unit line after a seek: it is on none, and none is to come now.
         self._unit_ended = False
         self._realtime = 0  # of the unit line _reader is on
+        # _reader is on an entry read_run stopped at without reading it (see lines()).
+        self._unread = False
+        # Entries _reader has read past the line handed out last (a read-ahead run's rest).
+        self._behind = 0
 
     # -- opening and positioning ---------------------------------------------------------------
 
@@ -147,7 +155,8 @@ class JournalSource:
         """
         if not sigbus.install():
             log.warning("sigbus_handler_unavailable", effect="a truncated journal file kills")
-        readers = [self._open_one() for _ in range(3)]
+        # The unit reader reads nearly every entry: the C reader when it is built (readers.py).
+        readers = [self._open_one(fast=True), self._open_one(), self._open_one()]
         if not self.files:  # Reader(files=...) refuses a bad file itself (JournalError)
             self.unreadable_files = unreadable_files(self.directory)
             for path, reason in self.unreadable_files:
@@ -189,20 +198,22 @@ class JournalSource:
                 self._side.add_conjunction()
                 self._side.add_match(_BOOT_ID=boot)
 
-    def _open_one(self) -> Any:
+    def _open_one(self, *, fast: bool = False) -> Any:
         if self._open_reader is not None:
             return self._open_reader()
+        reader = fast_reader() if fast else None
+        opener = reader if reader is not None else journal.Reader
         try:
             if self.directory is not None:
                 if not self.directory.is_dir():
                     raise JournalError(f"journal directory {self.directory} does not exist")
-                return journal.Reader(path=str(self.directory))
+                return opener(path=str(self.directory))
             if self.files:
                 missing = [str(f) for f in self.files if not f.is_file()]
                 if missing:
                     raise JournalError(f"journal file(s) not found: {', '.join(missing)}")
-                return journal.Reader(files=[str(f) for f in self.files])
-            return journal.Reader(flags=journal.SYSTEM_ONLY)
+                return opener(files=[str(f) for f in self.files])
+            return opener(flags=journal.SYSTEM_ONLY)
         except OSError as exc:
             where = self.directory or ", ".join(map(str, self.files)) or "the system journal"
             raise JournalError(f"cannot open {where}: {exc.strerror or exc}") from exc
@@ -312,7 +323,9 @@ class JournalSource:
 
     # -- reading ------------------------------------------------------------------------------
 
-    def lines(self, limit: int | None = None) -> Iterator[SourceItem]:
+    def lines(
+        self, limit: int | None = None, *, read_ahead: bool = False
+    ) -> Generator[SourceItem, None, None]:
         """The entries available now, oldest first, until the end of the journal; but a service
         line of the same invocation as the service line just before it comes as its raw MESSAGE
         bytes: unit and invocation are the previous entry's, its time is `realtime_us()` while
@@ -321,12 +334,19 @@ class JournalSource:
         That is nearly every line of a busy unit, and a JournalEntry plus the read of
         _SYSTEMD_UNIT cost as much again as reading MESSAGE; most lines match nothing and need
         none of it. `last_realtime_us` is the time of the last entry read.
+
+        With the C reader, the lines of one invocation come from `read_run`: one walk of each
+        entry's fields, one entry per call, or with `read_ahead` (a one-shot read) up to
+        _READ_AHEAD per call; `cursor()` and `monotonic()` still answer for the line handed out
+        last, and a generator closed early leaves the reader there.
         """
         reader = self.reader
         get = reader._get
         next_ = reader._next
         realtime = reader._get_realtime
         test_cursor = reader.test_cursor
+        read_run = getattr(reader, "read_run", None)
+        ahead = _READ_AHEAD if read_ahead else 1
         self._refresh()
         # The last unit line there is now: this round reads up to it, so that a side line
         # written meanwhile is never handed out after a unit line written after it.
@@ -363,9 +383,47 @@ class JournalSource:
                 start: tuple[bytes, bytes, bytes] | None = None
                 first = True
                 while limit is None or count < limit:
+                    if (
+                        read_run is not None
+                        and context is not None
+                        and not (self._unread or self._held)
+                    ):
+                        budget = ahead if limit is None else min(ahead, limit - count)
+                        msgs, rts, status = read_run(context, budget, stop_at, end_at)
+                        if msgs:
+                            bad_in_a_row = 0
+                            count += len(msgs)
+                            # The reader is on the run's last entry, or on the one after it
+                            # that read_run stopped at.
+                            self._behind = len(msgs) + (status == RUN_UNREAD)
+                            for raw, now in zip(msgs, rts, strict=True):
+                                self._behind -= 1
+                                self._realtime = now
+                                yield raw
+                            self._behind = 0
+                        if status == RUN_CHECK:
+                            if now == stop_at and test_cursor(stop_cursor):
+                                break  # the side line comes next
+                            if now == end_at and test_cursor(end_cursor):
+                                end_at = -2
+                                break
+                        elif status == RUN_END:
+                            end_at = -2
+                            break
+                        elif status == RUN_UNREAD:
+                            self._unread = True  # read below, field by field
+                        elif status < 0:
+                            self._bad_read(
+                                OSError(-status, os.strerror(-status)),
+                                bad_in_a_row := bad_in_a_row + 1,
+                            )
+                        continue
                     if self._held:
                         self._held = False
                         now = self._realtime
+                    elif self._unread:
+                        self._unread = False
+                        now = self._realtime = realtime()
                     else:
                         try:
                             if not next_():
@@ -405,9 +463,32 @@ class JournalSource:
                         end_at = -2
                         break
         finally:
+            if self._behind:
+                # Closed inside a read-ahead run: back to the line handed out last.
+                self._step_back(self._behind)
+                self._behind = 0
             self._count_faults()
             if now >= 0:
                 self.last_realtime_us = now
+
+    def _step_back(self, entries: int) -> None:
+        """Move the unit reader back `entries` entries: onto the line handed out last."""
+        reader = self.reader
+        for _ in range(entries):
+            reader._previous()
+        if int(reader._get_realtime()) != self._realtime:
+            raise JournalError("the journal reader lost its place reading back (a libsystemd bug)")
+
+    def _behind_read(self, read: Callable[[], Any]) -> Any:
+        """`read()` on the line handed out last while the reader is ahead of it."""
+        reader = self.reader
+        behind = self._behind
+        self._step_back(behind)
+        try:
+            return read()
+        finally:
+            for _ in range(behind):
+                reader._next()
 
     def _count_faults(self) -> None:
         """Report the SIGBUS faults survived since the last look (a file truncated under us)."""
@@ -655,7 +736,10 @@ class JournalSource:
         if self._side_cursor:
             return self._side_mono
         try:
-            usec, boot = self.reader._get_monotonic()
+            if self._behind:
+                usec, boot = self._behind_read(self.reader._get_monotonic)
+            else:
+                usec, boot = self.reader._get_monotonic()
         except OSError:
             return None
         return int(usec), bytes(boot).hex()
@@ -665,6 +749,8 @@ class JournalSource:
         if self._side_cursor:
             return self._side_cursor
         try:
+            if self._behind:
+                return str(self._behind_read(self.reader._get_cursor))
             return str(self.reader._get_cursor())
         except OSError:
             return None

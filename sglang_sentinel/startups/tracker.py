@@ -59,6 +59,14 @@ _MISS: Any = object()  # a line the matcher's known answers do not have
 _EXIT_RE = re.compile(r"code=(\w+), status=(\S+)")
 _RESULT_RE = re.compile(r"Failed with result '([^']+)'")
 _TRACEBACK_HEAD = "Traceback (most recent call last):"
+# Failure reasons that say a start died but not of what (the traceback head, the main process's
+# SIGQUIT line, a dead scheduler, a failed warmup): the exception line of the scheduler's
+# traceback names the error, so it takes their place (see _Builder.reason_kind).
+_GENERIC_REASON_RE = re.compile(
+    r"(?:(?:[A-Za-z_]\w*\.)*[A-Z]\w*Error: )?(?:Received sigquit from a child process"
+    r"|SIGQUIT received from a failing child|Initialization failed\."
+    r"|Rank \d+ scheduler (?:is dead|died during initialization))"
+)
 # A split server_args line never needs more than a few continuation entries (48K each).
 _MAX_SERVER_ARGS_CHARS = 1 << 20
 # Forgotten startups whose runtime values stay available (see StartupTracker.runtime_views).
@@ -104,6 +112,14 @@ class _Builder:
     ready_mono: tuple[int, str] | None = None
     # Evidence that the wall clock was wrong around this startup (`clock_skew: ...` notes).
     clock_notes: list[Evidence] = field(default_factory=list)
+    # Where failure_reason came from: "generic" (it says a start died but not of what: the first
+    # exception line after it replaces it), "exception" (an exception line: a rule's own reason,
+    # such as `Capture cuda graph failed: ...`, still replaces it) or "" (a rule's reason). And
+    # the last exception line seen, for a generic reason that comes right after it (a cut
+    # traceback, or the main process's line written before the scheduler's last one). Not
+    # stored: a restored builder with a generic reason is "generic" again (from_json).
+    reason_kind: str = ""
+    last_exception: str | None = None
     # Batch lines not converted yet: BatchMatch -> its newest raw line, oldest first. Lines of
     # one BatchMatch set the same facts, so only the newest can still show in `runtime` (for a
     # fact, the last line that set it; any later line sets other facts) and the others are
@@ -183,6 +199,9 @@ class _Builder:
             ready_mono=_mono_of(d.get("ready_mono")),
             clock_notes=[evidence_from_json(n) for n in d.get("clock_notes", ())],
             ledger=LogLedger.from_doc(d.get("ledger")),
+            reason_kind=(
+                "generic" if d["failure_reason"] and _names_no_error(d["failure_reason"]) else ""
+            ),
         )
 
     def snapshot(self) -> StartupRecord:
@@ -398,6 +417,12 @@ class StartupTracker:
         survive a restart."""
         open_ = {*self._current.values(), *self._previous.values()}
         return [i for i in self._builders if i in open_]
+
+    @property
+    def ended_held(self) -> int:
+        """Startups no line changes any more, held only until the next commit stores them."""
+        closed = self._closed
+        return sum(1 for i in self._builders if i in closed)
 
     @property
     def dirty_count(self) -> int:
@@ -754,6 +779,8 @@ class StartupTracker:
     # -- applying rule matches ------------------------------------------------------------------
 
     def _apply(self, b: _Builder, m: RuleMatch, ts: float) -> None:
+        if "failure_reason" not in m.facts and "failure_exception" not in m.facts:
+            b.last_exception = None  # only an exception line right before a reason names it
         if m.rule_id in PHASE_RULES:
             b.decode.phase(m.rule_id, ts)
         b.rule_hits[m.rule_id] = b.rule_hits.get(m.rule_id, 0) + 1
@@ -776,10 +803,27 @@ class StartupTracker:
                 # After ready, a crash is the end of a served startup, not a failed startup.
                 # "... hit an exception: Traceback (most recent call last):" names no error; the
                 # traceback's last line (e.g. the no-KV-memory ValueError) then replaces it.
+                reason = scrub_text(str(value))[:500]
+                generic = _names_no_error(reason)
                 if b.ready_at is None and (
-                    b.failure_reason is None or b.failure_reason.endswith(_TRACEBACK_HEAD)
+                    b.failure_reason is None
+                    or b.failure_reason.endswith(_TRACEBACK_HEAD)
+                    # a rule's reason (`Capture cuda graph failed: ...`, the outer exception
+                    # of a chained traceback) over a generic one or an exception line
+                    or (b.reason_kind != "" and not generic)
                 ):
-                    b.failure_reason = scrub_text(str(value))[:500]
+                    b.reason_kind = "generic" if generic else ""
+                    if generic and b.last_exception is not None:
+                        reason, b.reason_kind = b.last_exception, "exception"
+                    b.failure_reason = reason
+            elif name == "failure_exception":
+                text = scrub_text(str(value))[:500]
+                if not _names_no_error(text):  # `RuntimeError: Rank 0 scheduler died ...`
+                    b.last_exception = text
+                    # The first exception after a generic reason: of a chained traceback the
+                    # cause, not the exceptions raised while handling it.
+                    if b.ready_at is None and b.reason_kind == "generic":
+                        b.failure_reason, b.reason_kind = text, "exception"
             elif name in RUNTIME_FACTS:
                 b.settle()  # older deferred batch lines first
                 b.runtime[name] = value
@@ -822,6 +866,11 @@ class StartupTracker:
         if result.complete or result.error is not None:
             b.server_args = dict(result.args)
             _clear_pending(b)
+
+
+def _names_no_error(reason: str) -> bool:
+    """True for a failure reason that says a start died but not of what."""
+    return reason.endswith(_TRACEBACK_HEAD) or _GENERIC_REASON_RE.match(reason) is not None
 
 
 def _end_server_args(b: _Builder) -> None:

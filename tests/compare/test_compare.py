@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from records import POLICY, base, checks, record
 
-from sglang_sentinel.compare import compare, load_policy
+from sglang_sentinel.compare import Policy, compare, load_policy
 from sglang_sentinel.errors import ConfigError
 
 
@@ -33,22 +33,42 @@ def test_max_running_requests_drop_thresholds(old: int, new: int, severity: str 
         assert f.message.startswith(f"max_running_requests {old} → {new} (−")
 
 
-def test_kv_cache_thresholds_are_their_own() -> None:
-    assert "kv_cache_tokens_drop" not in checks(
-        record(kv_cache_tokens=910), base(kv_cache_tokens=1000)
+@pytest.fixture(params=["bundled", "user file"])
+def policy(request: pytest.FixtureRequest, tmp_path: Path) -> Policy:
+    """The bundled policy, and a user's `rules.policy` file (it replaces the bundled one) that
+    names the KV check without a setting: both merge over the check table's defaults."""
+    if request.param == "bundled":
+        return POLICY
+    path = tmp_path / "policy.yaml"
+    path.write_text("version: 1\nchecks:\n  kv_cache_tokens_drop: {}\n")
+    return load_policy(path)
+
+
+def test_kv_cache_thresholds_are_their_own(policy: Policy) -> None:
+    def severity(kv: int) -> str | None:
+        found = checks(record(kv_cache_tokens=kv), base(kv_cache_tokens=1000), policy)
+        return found["kv_cache_tokens_drop"].severity if "kv_cache_tokens_drop" in found else None
+
+    # 10 % warning, 50 % critical: not max_running_requests_drop's 5 % and 20 %.
+    assert [severity(kv) for kv in (910, 900, 750, 510, 500)] == [
+        None,
+        "warning",
+        "warning",
+        "warning",
+        "critical",
+    ]
+
+
+def test_a_policy_file_keeps_the_default_severities(policy: Policy) -> None:
+    """cuda_graph_disabled is critical and piecewise warning whichever file is read."""
+    found = checks(
+        record(cuda_graph=False, piecewise_cuda_graph=False),
+        base(cuda_graph=True, piecewise_cuda_graph=True),
+        policy,
     )
-    assert (
-        checks(record(kv_cache_tokens=900), base(kv_cache_tokens=1000))[
-            "kv_cache_tokens_drop"
-        ].severity
-        == "warning"
-    )
-    assert (
-        checks(record(kv_cache_tokens=500), base(kv_cache_tokens=1000))[
-            "kv_cache_tokens_drop"
-        ].severity
-        == "critical"
-    )
+    assert found["cuda_graph_disabled"].severity == "critical"
+    assert found["piecewise_cuda_graph_disabled"].severity == "warning"
+    assert policy.tiers("startup_failed") == ("critical",)
 
 
 def test_a_drop_needs_both_values() -> None:

@@ -20,9 +20,9 @@ import yaml
 from sentinelproc import free_port
 from structlog.testing import capture_logs
 
-from sglang_sentinel.compare import CHECKS
+from sglang_sentinel.compare import ALERT_NAMES, CHECKS
 from sglang_sentinel.config import AlertmanagerConfig
-from sglang_sentinel.daemon.alerts import ALERT_NAMES, AlertPusher, rfc3339, urllib_post
+from sglang_sentinel.daemon.alerts import AlertPusher, rfc3339, urllib_post
 from sglang_sentinel.evidence import note
 from sglang_sentinel.model import Comparison, Evidence, Finding, StartupRecord, Stats
 

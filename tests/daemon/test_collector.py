@@ -6,14 +6,14 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from records import POLICY, record
 
-from sglang_sentinel.compare import compare
-from sglang_sentinel.daemon.metrics import SentinelCollector, UnitView
+from sglang_sentinel.compare import UnitStatus, compare
+from sglang_sentinel.daemon.metrics import SentinelCollector
 from sglang_sentinel.model import Stats
 
 UNIT = "sglang-qwen.service"
 
 
-def scrape(*views: UnitView, pinned: set[str] | None = None) -> dict[tuple[str, tuple], float]:  # type: ignore[type-arg]
+def scrape(*views: UnitStatus, pinned: set[str] | None = None) -> dict[tuple[str, tuple], float]:  # type: ignore[type-arg]
     registry = CollectorRegistry(auto_describe=False)
     registry.register(
         SentinelCollector(
@@ -35,10 +35,12 @@ def scrape(*views: UnitView, pinned: set[str] | None = None) -> dict[tuple[str, 
 def test_facts_findings_and_baseline_of_one_unit() -> None:
     baseline = record(invocation="a" * 32, max_running_requests=48, available_gpu_mem_gb=1.5)
     current = record(max_running_requests=26, available_gpu_mem_gb=1.0)
-    view = UnitView(
+    view = UnitStatus(
         unit=UNIT,
         comparison=compare(current, baseline, "pinned", POLICY),
-        in_progress=False,
+        starting=None,
+        history=(),
+        pinned=True,
         outcome_counts={"ready": 2},
     )
     m = scrape(view, pinned={UNIT})
@@ -58,6 +60,7 @@ def test_facts_findings_and_baseline_of_one_unit() -> None:
 
 
 def test_a_unit_without_a_decided_startup_has_no_fact_series() -> None:
-    m = scrape(UnitView(unit=UNIT, comparison=None, in_progress=True, outcome_counts={}))
+    starting = compare(record(outcome="starting"), None, None, POLICY)
+    m = scrape(UnitStatus(unit=UNIT, comparison=None, starting=starting, history=(), pinned=False))
     assert not [k for k in m if k[0] == "sglang_sentinel_max_running_requests"]
     assert m[("sglang_sentinel_startup_in_progress", (("unit", UNIT),))] == 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sglang_sentinel.compare import Policy, UnitStatus, collect_status
+from sglang_sentinel.compare import Policy, UnitStatus, unit_status
 from sglang_sentinel.evidence import note
 from sglang_sentinel.model import Comparison, Finding, StartupRecord
 from sglang_sentinel.outputs import render_page
@@ -128,12 +128,12 @@ def test_a_stalled_startup_under_way_is_the_verdict() -> None:
 
 
 def test_history_is_the_last_twelve_startups_read_from_state(tmp_path: Path) -> None:
-    """collect_status reads a bounded history (a crash loop leaves thousands of startups)."""
+    """unit_status reads a bounded history (a crash loop leaves thousands of startups)."""
     store = StateStore(tmp_path / "state")
     for i in range(15):
         store.save_startup(record(f"{i:x}", 1.0e9 + 100 * i, mrr=40 + i), None)
     try:
-        [status] = collect_status(store, ["sglang-a.service"], Policy(checks={}), now=2.0e9)
+        [status] = unit_status(store, ["sglang-a.service"], Policy(checks={}), now=2.0e9)
     finally:
         store.close()
     assert [r.facts["max_running_requests"] for r in status.history] == list(range(43, 55))

@@ -102,7 +102,15 @@ def test_huge_number_does_not_raise_and_yields_no_int() -> None:
         "max_total_num_tokens=" + "1" * 5000 + ", max_prefill_tokens=1, max_running_requests=1, "
         "context_len=1"
     )
-    assert check(line) == []  # int() refuses >4300 digits: a conversion failure, no match
+    # int() refuses >4300 digits: a conversion failure, so neither the summary rule nor the
+    # max_total_num_tokens key yields anything; the keys beside it are read key by key.
+    matches = check(line)
+    assert all("max_total_num_tokens" not in m.facts for m in matches)
+    assert {m.rule_id: dict(m.facts) for m in matches} == {
+        "capacity_key_max_prefill_tokens": {"max_prefill_tokens": 1},
+        "capacity_key_max_running_requests": {"max_running_requests": 1},
+        "capacity_key_context_len": {"context_len": 1},
+    }
 
 
 def adversarial_lines(size: int) -> list[str]:

@@ -423,3 +423,43 @@ def test_a_missing_layout_directory_is_an_error(tmp_path: Path) -> None:
     source = FileSource([PodLayout(tmp_path / "nope", [parse_selector("llm/sglang")])])
     with pytest.raises(JournalError, match=r"log directory .*nope does not exist"):
         source.open(follow=False)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "plain line\n",
+        "a piece without its newline",
+        'quoted "GET /health HTTP/1.1" 200\n',
+        "tab\there, backslash \\ and unicode é ✓\n",
+        "<html> & friends\n",
+        "",
+        "\n",
+    ],
+)
+def test_json_file_fast_path_reads_what_a_json_parser_reads(text: str) -> None:
+    """moby's compact form (no spaces, Go's escapes) cut apart by hand or by json.loads: the
+    same text, time, output and piece flag."""
+    from sglang_sentinel.sources.files import _parse_docker  # the parser itself
+
+    record = {"log": text, "stream": "stderr", "time": "2026-01-01T10:00:00.123456789Z"}
+    compact = json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    spaced = json.dumps(record).encode() + b"\n"  # the general path
+    assert _parse_docker(compact) == _parse_docker(spaced)
+    raw = text.encode()
+    expected = (raw.removesuffix(b"\n"), not raw.endswith(b"\n"))
+    got = _parse_docker(compact)
+    assert got is not None
+    assert (got[0], got[3]) == expected
+    assert got[1:3] == (b"2026-01-01T10:00:00.123456789Z", b"stderr")
+
+
+def test_time_fast_path_equals_the_general_one() -> None:
+    cache: dict[bytes, int] = {}
+    for text in (
+        b"2026-01-01T10:00:00.123456789Z",
+        b"2026-01-01T10:00:00.999999999Z",
+        b"2026-01-01T10:00:01.000000001Z",
+        b"2026-01-01T10:00:00.12345678xZ",
+    ):
+        assert parse_time_us(text, cache) == parse_time_us(text)

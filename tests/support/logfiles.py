@@ -72,7 +72,8 @@ class DockerDir:
                     "stream": stream,
                     "time": rfc3339(t),
                 }
-                fh.write(json.dumps(record).encode() + b"\n")
+                # moby writes the compact form (no spaces), the fields in this order.
+                fh.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
         return first
 
     def rotate(self, max_file: int, compress: bool = False) -> None:

@@ -1,0 +1,167 @@
+"""The real-log corpus: startups users pasted in public, read by the sentinel as a new user would.
+
+Each `tests/fixtures/reallogs/<case>/` holds `startup.log` (the startup's lines as pasted,
+trimmed to the startup), `source.md` (where it was published, the SGLang version, the hardware)
+and `expected.yaml`: what a careful person reads from the log, written by hand and not from the
+sentinel's output. Every case becomes one unit of one real journal file; one `sentinel scan`
+reads them all, and every expected fact is compared with the one recorded.
+
+A fact the sentinel cannot read yet is listed under `known_misses` with the reason; the test
+fails when a miss is not listed, when a listed miss is read after all (the list must shrink with
+the code), when a fact comes out different, and when a fact comes out that the log does not show
+(an invented fact). `pytest -s tests/golden/test_reallogs.py` prints the corpus score.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from journaltools import StartupScript, build_journal, read_fixture_log
+
+from sglang_sentinel.cli import main
+
+CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "reallogs"
+CASES = sorted(p.name for p in CORPUS.iterdir() if (p / "startup.log").is_file())
+# Facts a person does not read off a line: the time to ready is the sentinel's own arithmetic.
+_DERIVED = frozenset({"startup_seconds"})
+_OUTCOMES = frozenset({"ready", "failed", "starting"})
+
+
+def _expected(case: str) -> dict[str, Any]:
+    data = yaml.safe_load((CORPUS / case / "expected.yaml").read_text(encoding="utf-8"))
+    assert isinstance(data, dict), f"{case}/expected.yaml is not a mapping"
+    assert data.get("outcome") in _OUTCOMES, f"{case}: outcome must be one of {sorted(_OUTCOMES)}"
+    assert (data.get("outcome") == "failed") == ("failure_reason" in data), (
+        f"{case}: a failed startup names its failure_reason, and only a failed one"
+    )
+    return data
+
+
+def _unit(case: str) -> str:
+    return f"sglang-{case}.service"
+
+
+_STAMP = re.compile(rb"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Every case's startup as `sentinel scan --json` records it, by case."""
+    tmp = tmp_path_factory.mktemp("reallogs")
+    exports = []
+    for number, case in enumerate(CASES):
+        lines = read_fixture_log(CORPUS / case / "startup.log")
+        stamps = (_STAMP.search(raw) for _, raw in lines)
+        first = next((m.group(1).decode() for m in stamps if m is not None), None)
+        start = datetime.fromisoformat(first) - timedelta(seconds=2) if first else None
+        script = StartupScript(
+            unit=_unit(case),
+            description=f"real log {case}",
+            invocation_id=f"{number + 1:032x}",
+            start=start,
+            boot_at="2024-01-01 00:00:00",
+        )
+        script.started()
+        script.log(lines)
+        exports.append(script.write(tmp / f"{case}.export"))
+    journal = build_journal(exports, tmp / "journal", "reallogs")
+    units = [a for case in CASES for a in ("--unit", _unit(case))]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        argv = ["scan", "--journal-dir", str(journal), "--state-dir", str(tmp / "state")]
+        code = main([*argv, "--json", *units])
+    assert code == 0
+    by_unit = {s["unit"]: s for s in json.loads(out.getvalue())["startups"]}
+    return {case: by_unit[_unit(case)] for case in CASES if _unit(case) in by_unit}
+
+
+def _same(want: object, got: object) -> bool:
+    if isinstance(want, list):
+        return isinstance(got, list) and sorted(map(str, want)) == sorted(map(str, got))
+    if isinstance(want, float) and isinstance(got, int | float) and not isinstance(got, bool):
+        return abs(want - got) < 1e-9
+    return bool(want == got)
+
+
+def score(case: str, startup: Mapping[str, Any] | None) -> dict[str, list[str]]:
+    """right / missed / wrong / invented, each a list of `fact` or `fact: detail`."""
+    want = _expected(case)
+    out: dict[str, list[str]] = {"right": [], "missed": [], "wrong": [], "invented": []}
+    if startup is None:
+        out["missed"].append("startup: no startup recorded")
+        return out
+    checks: dict[str, object] = {"outcome": want["outcome"], **(want.get("facts") or {})}
+    got_all: dict[str, object] = {
+        "outcome": startup["outcome"],
+        "failure_reason": startup["failure_reason"],
+        **startup["facts"],
+    }
+    if "failure_reason" in want:
+        checks["failure_reason"] = want["failure_reason"]
+    for name, value in checks.items():
+        got = got_all.get(name)
+        if _same(value, got):
+            out["right"].append(name)
+        elif got is None or (name == "outcome" and got == "starting"):
+            out["missed"].append(name)
+        else:
+            out["wrong"].append(f"{name}: expected {value!r}, recorded {got!r}")
+    for name, got in startup["facts"].items():
+        if got is not None and got != [] and name not in checks and name not in _DERIVED:
+            out["invented"].append(f"{name}: {got!r}")
+    if "failure_reason" not in want and startup["failure_reason"] is not None:
+        out["invented"].append(f"failure_reason: {startup['failure_reason']!r}")
+    return out
+
+
+def test_corpus_cases_are_complete() -> None:
+    """Every case has its log, its source and a well-formed expected.yaml."""
+    assert len(CASES) >= 40, f"{len(CASES)} cases"
+    for case in CASES:
+        source = (CORPUS / case / "source.md").read_text(encoding="utf-8")
+        assert "SGLang:" in source and "Hardware:" in source, case
+        want = _expected(case)
+        assert set(want) <= {"outcome", "failure_reason", "facts", "known_misses"}, case
+        assert set(want.get("known_misses") or {}) <= {
+            "outcome",
+            "failure_reason",
+            *(want.get("facts") or {}),
+        }, case
+
+
+def test_corpus_score(recorded: dict[str, dict[str, Any]]) -> None:
+    """Every fact a person reads from a real log is read, or named as a known miss with why."""
+    totals = {"right": 0, "missed": 0, "wrong": 0, "invented": 0}
+    fully_right = 0
+    problems: list[str] = []
+    for case in CASES:
+        result = score(case, recorded.get(case))
+        for kind, items in result.items():
+            totals[kind] += len(items)
+        if not (result["missed"] or result["wrong"] or result["invented"]):
+            fully_right += 1
+        known = _expected(case).get("known_misses") or {}
+        missed = {m.split(":")[0] for m in result["missed"]}
+        problems += [f"{case}: missed {m} (not a known miss)" for m in sorted(missed - set(known))]
+        problems += [
+            f"{case}: {m} is read now; drop it from known_misses"
+            for m in sorted(set(known) - missed)
+        ]
+        problems += [f"{case}: wrong {w}" for w in result["wrong"]]
+        problems += [f"{case}: invented {i}" for i in result["invented"]]
+    facts = totals["right"] + totals["missed"] + totals["wrong"]
+    print(
+        f"\nreal-log corpus: {fully_right} of {len(CASES)} startups fully right; "
+        f"{totals['right']} of {facts} facts right, {totals['missed']} missed, "
+        f"{totals['wrong']} wrong, {totals['invented']} invented"
+    )
+    assert not problems, "\n".join(problems)
