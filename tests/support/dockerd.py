@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import tarfile
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -105,6 +106,10 @@ def running_dockerd(root: Path) -> Iterator[Dockerd]:
     path = require_engine()
     root.mkdir(parents=True, exist_ok=True)
     log = open(root / "dockerd.log", "wb")  # noqa: SIM115 - closed below
+    # The exec root holds containerd's sockets (containerd.sock.ttrpc and more), and a unix
+    # socket's path has at most 107 bytes: under pytest's tmp_path (pytest-of-root/pytest-324/
+    # <test name>/...) it ran past that and containerd never started. A short directory of its own.
+    exec_root = Path(tempfile.mkdtemp(prefix="sd-", dir="/tmp"))
     proc = subprocess.Popen(
         [
             path,
@@ -113,7 +118,7 @@ def running_dockerd(root: Path) -> Iterator[Dockerd]:
             "--bridge=none",
             "--storage-driver=vfs",
             f"--data-root={root / 'data'}",
-            f"--exec-root={root / 'exec'}",
+            f"--exec-root={exec_root}",
             f"--pidfile={root / 'd.pid'}",
             f"--host=unix://{root / 'd.sock'}",
         ],
@@ -148,7 +153,7 @@ def running_dockerd(root: Path) -> Iterator[Dockerd]:
         )
         yield d
     finally:
-        containerd_pid = root / "exec" / "containerd" / "containerd.pid"
+        containerd_pid = exec_root / "containerd" / "containerd.pid"
         child = int(containerd_pid.read_text()) if containerd_pid.exists() else None
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -165,3 +170,4 @@ def running_dockerd(root: Path) -> Iterator[Dockerd]:
                     time.sleep(0.1)
                 os.kill(child, signal.SIGKILL)
         log.close()
+        shutil.rmtree(exec_root, ignore_errors=True)
