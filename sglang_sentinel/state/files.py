@@ -99,9 +99,17 @@ class StateFiles:
             )
 
     def set_mode(self) -> None:
-        """chmod the database to DB_MODE through a descriptor opened without following links."""
+        """chmod the database to DB_MODE through a descriptor opened without following links.
+
+        Only before SQLite opens the database in this process: closing that descriptor drops
+        every POSIX lock the process holds on the file, SQLite's included (fcntl(2)), and a WAL
+        database whose shared lock is gone has its -wal deleted by the next other process that
+        closes it."""
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         with contextlib.suppress(OSError):
+            st = os.stat(self.state_dir / self.names[0], follow_symlinks=False)
+            if stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == DB_MODE:
+                return  # nothing to change, so no descriptor to open and close
             fd = os.open(self.state_dir / self.names[0], flags)
             try:
                 if stat.S_ISREG(os.fstat(fd).st_mode):

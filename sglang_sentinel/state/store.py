@@ -136,6 +136,11 @@ class StateStore:
                     " as the sentinel's user (or root), or pass --state-dir or set"
                     " SENTINEL_STATE_DIR"
                 )
+            # Before SQLite opens the file: closing a descriptor of it (the chmod's) would drop
+            # every POSIX lock this process holds on it, SQLite's shared lock on a WAL database
+            # included; another process closing its connection then took itself for the last
+            # one and deleted the -wal under us, and every later commit went to nowhere.
+            self._files.set_mode()
             # check_same_thread=False: scrape threads share it under the collector's lock.
             self._db = sqlite3.connect(
                 self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
@@ -287,7 +292,6 @@ class StateStore:
                 if int(row[0]) < 4:
                     self._upgrade_to_4()
             self._db.execute("CREATE INDEX IF NOT EXISTS startups_unit_seq ON startups (unit, seq)")
-        self._files.set_mode()
 
     def _refuse_newer(self) -> None:
         """A state a newer sentinel wrote is refused by every command, reading or writing, in

@@ -12,6 +12,8 @@ from __future__ import annotations
 import gc
 import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -167,3 +169,37 @@ def test_the_state_directory_itself_may_be_a_link(tmp_path: Path, jdir: Path) ->
         48
     ]
     store.close()
+
+
+def test_another_process_closing_the_database_leaves_an_open_writer_its_wal(
+    tmp_path: Path,
+) -> None:
+    """Opening a writer chmods the database through a descriptor; closing a descriptor of a file
+    drops every POSIX lock this process holds on it, SQLite's shared lock on a WAL database
+    included. Done after SQLite opened the file, the next other process to close its
+    connection took itself for the last one, checkpointed and deleted the -wal and -shm, and the
+    writer's later commits went to the unlinked WAL: no other process ever saw them (the
+    daemon's commit after a held lock, test_fault_suite)."""
+    state = tmp_path / "state"
+    store = StateStore(state)
+    db = state / DB_NAME
+
+    def in_another_process(sql: str) -> str:
+        code = (
+            "import sqlite3\n"
+            f"db = sqlite3.connect({str(db)!r})\n"
+            f"print(db.execute({sql!r}).fetchall())\n"
+            "db.close()\n"
+        )
+        return subprocess.run(
+            [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=30
+        ).stdout.strip()
+
+    try:
+        assert in_another_process("SELECT count(*) FROM startups") == "[(0,)]"
+        assert sorted(os.listdir(state)) == [DB_NAME, f"{DB_NAME}-shm", f"{DB_NAME}-wal"]
+        with store.transaction():
+            store.save_cursor("probe", "s=1")
+        assert in_another_process("SELECT source, cursor FROM cursors") == "[('probe', 's=1')]"
+    finally:
+        store.close()
