@@ -34,7 +34,7 @@ from sglang_sentinel.config import AlertmanagerConfig
 from sglang_sentinel.daemon.alerts import AlertPusher
 from sglang_sentinel.model import Comparison, Evidence, Finding, StartupRecord, Stats
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.engines]
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "deploy" / "prometheus" / "sglang-sentinel-alerts.yml"

@@ -33,7 +33,7 @@ from sglang_sentinel.cli import main
 # The process fixture of the Alertmanager end-to-end test: every process stopped by PID.
 spawn = test_alertmanager_e2e.spawn
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.engines]
 
 HOSTS = 21
 CONTAINER_HOSTS = {3, 8, 12, 16, 20}  # these run SGLang in a Docker container

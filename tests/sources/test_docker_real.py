@@ -13,6 +13,8 @@ import pytest
 from dockerd import IMAGE, SCRIPT, Dockerd, running_dockerd
 from sentinelproc import Sentinels, cli_stdout, wait_until
 
+pytestmark = pytest.mark.engines
+
 
 @pytest.fixture
 def dockerd(tmp_path: Path) -> Any:

@@ -16,6 +16,8 @@ from dockerd import BUSYBOX, SCRIPT, _busybox_tar
 from logfiles import gzip_file
 from sentinelproc import cli_stdout
 
+pytestmark = pytest.mark.engines
+
 
 def _runroot(tmp: Path) -> Path:
     """podman refuses a run root longer than 50 characters: a short one, linked from `tmp`."""
