@@ -170,4 +170,18 @@ def running_dockerd(root: Path) -> Iterator[Dockerd]:
                     time.sleep(0.1)
                 os.kill(child, signal.SIGKILL)
         log.close()
+        _unmount_below(root, exec_root)
         shutil.rmtree(exec_root, ignore_errors=True)
+
+
+def _unmount_below(*tops: Path) -> None:
+    """Unmount what dockerd left mounted under its roots (it bind-mounts its data root on
+    itself, and a dockerd that died before its cleanup leaves that mount on the host)."""
+    found = []
+    with open("/proc/self/mountinfo", encoding="utf-8") as info:
+        for line in info:
+            point = line.split()[4].replace("\\040", " ")
+            if any(point == str(t) or point.startswith(f"{t}/") for t in tops):
+                found.append(point)
+    for point in sorted(found, key=len, reverse=True):  # the deepest first
+        subprocess.run(["umount", "-l", point], capture_output=True, check=False)
