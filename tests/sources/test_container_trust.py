@@ -182,6 +182,10 @@ def send(
 
 
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+# What `nobody` runs the sender with: the distribution's python3. A pyenv build of 3.10, 3.12
+# or 3.13 (scripts/test-pythons.sh) finds its libpython under /root only as root, so as nobody
+# it never started and the test waited for lines that were never sent.
+NOBODY_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
 
 
 def test_live_forged_lines_of_non_root_processes_change_no_verdict(
@@ -201,9 +205,10 @@ def test_live_forged_lines_of_non_root_processes_change_no_verdict(
     send(live_journald, dockerd, real, len(real))
 
     forged = client_fields(sglang_start(host.container(NAME), "2026-01-03", 48).host.entries[-3:])
-    outsider = subprocess.Popen([*NOBODY, *sender], stdin=subprocess.PIPE)
+    forger = [*NOBODY, NOBODY_PYTHON, *sender[1:]]
+    outsider = subprocess.Popen(forger, stdin=subprocess.PIPE)
     send(live_journald, outsider, forged, len(real) + 3)
-    insider = live_journald.run_in_unit(engine, [*NOBODY, *sender], stdin=subprocess.PIPE)
+    insider = live_journald.run_in_unit(engine, forger, stdin=subprocess.PIPE)
     send(live_journald, insider, forged, len(real) + 6)
 
     lines = live_journald.entries(CONTAINER_NAME=NAME)
