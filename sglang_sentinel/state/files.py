@@ -70,6 +70,10 @@ class StateFiles:
             dirfd = os.open(self.state_dir, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         except FileNotFoundError:
             return None  # the callers say "no state in DIR" or create the directory first
+        except PermissionError:
+            # A parent this user may not search (DynamicUser's /var/lib/private is 0700):
+            # SQLite cannot open anything in it either; the callers' own open says so.
+            return None
         try:
             allowed = {os.geteuid(), os.fstat(dirfd).st_uid}
             if create:

@@ -178,3 +178,18 @@ def test_pinning_still_needs_write_access(state: Path) -> None:
     result = as_nobody("baseline", "--pin", SEED_1, "--unit", UNIT, "--state-dir", str(state))
     assert result.returncode == 2
     assert f"state database {state / DB_NAME} is not writable by this user" in result.stderr
+
+
+def test_a_state_behind_a_closed_parent_is_called_not_readable(state: Path) -> None:
+    """systemd's DynamicUser keeps /var/lib/SERVICE behind /var/lib/private (0700): a reader
+    cannot even open the state directory's path. Before: "internal error: PermissionError",
+    exit 3 (the booted-Debian e2e run as nobody)."""
+    state.parent.chmod(0o700)
+    for command in ("startups", "check", "baseline"):
+        result = as_nobody(command, "--state-dir", str(state))
+        assert result.returncode == 2, (command, result.stderr)
+        assert f"state directory {state} is not readable by this user" in result.stderr
+        assert "internal error" not in result.stderr
+    result = as_nobody("baseline", "--pin", SEED_1, "--unit", UNIT, "--state-dir", str(state))
+    assert result.returncode == 2, result.stderr
+    assert "internal error" not in result.stderr
