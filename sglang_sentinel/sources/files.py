@@ -274,6 +274,20 @@ class FileSource:
                     f"log directory {layout.root} does not exist (set docker_root or "
                     "kubernetes.pod_logs, --docker-root or --pod-logs, to where the files are)"
                 )
+            # Not an error: the journal's units and journald-driver containers still work. But
+            # a layout this user cannot list finds nothing, silently (Docker's root is
+            # root:root 0710: the shipped unit, a dynamic user, cannot list it).
+            try:
+                with os.scandir(layout.root):
+                    pass
+            except PermissionError as exc:
+                log.warning(
+                    "log_directory_unreadable",
+                    directory=str(layout.root),
+                    error=exc.strerror,
+                    hint="its files are not read; on a Docker host install the drop-in "
+                    "deploy/sglang-sentinel.service.d/docker-host.conf (README, Containers)",
+                )
         if follow:
             from .inotify import Inotify, InotifyError  # ctypes: only a following source
 
