@@ -286,7 +286,7 @@ class FileSource:
                     directory=str(layout.root),
                     error=exc.strerror,
                     hint="its files are not read; on a Docker host install the drop-in "
-                    "deploy/sglang-sentinel.service.d/docker-host.conf (README, Containers)",
+                    "deploy/dropins/docker-host.conf (README, Containers)",
                 )
         if follow:
             from .inotify import Inotify, InotifyError  # ctypes: only a following source

@@ -5,7 +5,7 @@ Two steps of the journey (journey.py runs them while the sentinel is installed):
   stand-in SGLang startup; journald (the root's own, under PID 1) stores it with the fields
   dockerd's driver and journald add, and the sentinel records it as `docker:NAME`, a restart as
   a second start.
-- The Docker-host drop-in (deploy/sglang-sentinel.service.d/docker-host.conf, installed by the
+- The Docker-host drop-in (deploy/dropins/docker-host.conf, installed by the
   README's `docker-host` block): without it the shipped unit cannot list Docker's containers;
   with it the sentinel reads a json-file container's log. `systemd-analyze security` before and
   after is reported.
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 
 CLONE = "/root/sglang-sentinel"  # journey.CLONE (imported from here would be circular)
 SERVICE = "sglang-sentinel.service"
-DROPIN = "/etc/systemd/system/sglang-sentinel.service.d/docker-host.conf"
 IMAGE = "sentinel-e2e-busybox:1"
 DOCKER_OPTS = "--iptables=false --ip6tables=false --bridge=none --storage-driver=vfs"
 SECRET = "sk-EXAMPLE-docker-not-a-real-key"

@@ -1,4 +1,4 @@
-"""deploy/sglang-sentinel.service.d/docker-host.conf, the drop-in for Docker hosts: what it
+"""deploy/dropins/docker-host.conf, the drop-in for Docker hosts: what it
 grants, what that costs in `systemd-analyze security`, and, against a real dockerd, why a group
 cannot do it and that its one capability is enough for a non-root scan. Under a real systemd
 PID 1 (the unit, the drop-in and its mount narrowing together): tests/e2e/dockerhost.py."""
@@ -20,7 +20,7 @@ from sentinelproc import clean_env, sentinel_argv
 
 REPO = Path(__file__).resolve().parents[2]
 UNIT = REPO / "deploy" / "sglang-sentinel.service"
-DROPIN = REPO / "deploy" / "sglang-sentinel.service.d" / "docker-host.conf"
+DROPIN = REPO / "deploy" / "dropins" / "docker-host.conf"
 MAX_EXPOSURE = 1.4  # the unit alone: 1.1 (test_deploy.py)
 NOBODY = 65534
 OVERALL = re.compile(r"Overall exposure level for \S+: (\d+\.\d+)")

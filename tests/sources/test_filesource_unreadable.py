@@ -65,7 +65,7 @@ def test_an_unlistable_docker_root_is_logged_once_at_open(open_dir: Path) -> Non
             "directory": str(root),
             "error": "Permission denied",
             "hint": "its files are not read; on a Docker host install the drop-in "
-            "deploy/sglang-sentinel.service.d/docker-host.conf (README, Containers)",
+            "deploy/dropins/docker-host.conf (README, Containers)",
         }
     ]
 
