@@ -162,11 +162,15 @@ def run(j: Journey) -> None:
         run_container(j, files_name, "json-file")
         targets = [j.unit, f"docker:{journald_name}", f"docker:{files_name}"]
         set_containers(j, [journald_name, files_name])
-        restart_sentinel(j, targets)
-        # The shipped unit alone: the first drain is over and nothing of the file was read.
+        pid = restart_sentinel(j, targets)
+        # The shipped unit alone: the first drain is over and nothing of the file was read;
+        # the sentinel said why, at start.
         status = j.show(SERVICE, "StatusText")
         if f"docker:{files_name}: no startup yet" not in status:
             raise JourneyError(f"without the drop-in the json-file was read? STATUS {status!r}")
+        warned = j.sentinel_events("log_directory_unreadable", pid, priority="warning")
+        if len(warned) != 1 or '"directory": "/var/lib/docker"' not in warned[0]:
+            raise JourneyError(f"log_directory_unreadable without the drop-in: {warned}")
         cid = j.sh(f"docker inspect -f '{{{{.Id}}}}' {files_name}").strip()
         modes = (
             j.sh(
@@ -192,6 +196,8 @@ def run(j: Journey) -> None:
             raise JourneyError(f"docker:{journald_name} changed after the drop-in")
         after = exposure(j)
         pid = j.main_pid()
+        if j.sentinel_events("log_directory_unreadable", pid):
+            raise JourneyError("log_directory_unreadable with the drop-in")
         # What the capability can reach, from the service's own mount namespace.
         seen = j.sh(
             f"nsenter -t {pid} -m ls -A /var/lib/docker; "
@@ -202,7 +208,8 @@ def run(j: Journey) -> None:
         if not after > before:
             raise JourneyError(f"exposure {before} -> {after}: the capability should cost")
         s.detail = (
-            f"without: STATUS 'no startup yet' ({'; '.join(modes)}); with the drop-in: "
+            f"without: log_directory_unreadable, STATUS 'no startup yet' ({'; '.join(modes)}); "
+            "with the drop-in: "
             f"recorded {seen_s:.2f} s after the README block; the service sees only containers/ "
             f"of /var/lib/docker and an empty /etc/shadow; exposure {before} -> {after}"
         )
