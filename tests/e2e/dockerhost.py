@@ -10,8 +10,8 @@ Two steps of the journey (journey.py runs them while the sentinel is installed):
   with it the sentinel reads a json-file container's log. `systemd-analyze security` before and
   after is reported.
 
-dockerd runs with --iptables=false --ip6tables=false --bridge=none --storage-driver=vfs (in
-/etc/default/docker, which Debian's docker.service reads): the container shares the host's
+dockerd runs with --iptables=false --ip6tables=false --bridge=none --storage-driver=vfs (a
+docker.service drop-in sets DOCKER_OPTS, which Debian's unit passes): the container shares the host's
 network namespace, so dockerd must not touch its bridges or firewall. The image is `docker
 import`ed from the root's static busybox; nothing comes from a registry. At the end docker,
 its socket and containerd are stopped and disabled, so the later steps (and `make test`'s own
@@ -51,14 +51,18 @@ EXPOSURE = re.compile(r"Overall exposure level for \S+: (\d+\.\d+)")
 
 def install_docker(j: Journey) -> str:
     """docker.io and busybox-static from the archive, dockerd started with DOCKER_OPTS."""
-    # Written before the package: its postinst would otherwise start dockerd with a bridge.
+    # Debian's docker.service runs `dockerd -H fd:// ... $DOCKER_OPTS`. The drop-in is written
+    # before the package: its postinst would otherwise start dockerd with a bridge, and
     # policy-rc.d keeps apt from starting anything; systemctl starts it below, as configured.
     j.sh(
-        f"printf 'DOCKER_OPTS=\"{DOCKER_OPTS}\"\\n' > /etc/default/docker\n"
+        "mkdir -p /etc/systemd/system/docker.service.d\n"
+        f"printf '[Service]\\nEnvironment=\"DOCKER_OPTS={DOCKER_OPTS}\"\\n' "
+        "> /etc/systemd/system/docker.service.d/e2e.conf\n"
         "printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d\n"
         "trap 'rm -f /usr/sbin/policy-rc.d' EXIT\n"
         "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "
-        "docker.io busybox-static >/dev/null",
+        "docker.io busybox-static\n"
+        "systemctl daemon-reload",
         timeout=600,
     )
     j.sh("systemctl restart containerd.service docker.socket docker.service", timeout=120)
@@ -218,7 +222,8 @@ def run(j: Journey) -> None:
         j.sh(f"docker rm -f {journald_name} {files_name} >/dev/null")
         j.sh(
             "systemctl disable --now docker.service docker.socket containerd.service 2>/dev/null\n"
-            "rm -f /etc/default/docker /run/containerd/containerd.sock"
+            "rm -rf /etc/systemd/system/docker.service.d /run/containerd/containerd.sock\n"
+            "systemctl daemon-reload"
         )
         running = j.sh(
             "systemctl is-active docker.service docker.socket containerd.service", check=False
