@@ -21,6 +21,7 @@ dockerd) find no engine running.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from typing import TYPE_CHECKING
@@ -124,6 +125,11 @@ def exposure(j: Journey) -> float:
     if match is None:
         raise JourneyError(f"no exposure line in systemd-analyze security:\n{out[-1500:]}")
     return float(match.group(1))
+
+
+def enabled() -> bool:
+    """E2E_DOCKER=0 leaves the Docker steps out (and machine.py the nspawn options for them)."""
+    return os.environ.get("E2E_DOCKER", "1") != "0"
 
 
 def run(j: Journey) -> None:

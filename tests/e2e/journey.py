@@ -553,7 +553,8 @@ WantedBy=multi-user.target
             )
 
         # Docker's journald driver and the Docker-host drop-in, while the sentinel is installed.
-        dockerhost.run(self)
+        if dockerhost.enabled():
+            dockerhost.run(self)
 
         with self.step("uninstall as the README says leaves nothing") as s:
             self.readme("uninstall")
