@@ -373,7 +373,14 @@ SELF_FAMILIES: Final = (
         (),
         "stats.journal_files_unreadable",
     ),
-    Family("build", "info", "sglang-sentinel build.", ("version",), "__version__"),
+    Family(
+        "build",
+        "info",
+        "sglang-sentinel build: its version and the journal reader it runs (c: the optional "
+        "C extension, python: python-systemd's reader).",
+        ("version", "reader"),
+        "__version__, the journal reader",
+    ),
 )
 
 # Every family, in /metrics order.

@@ -64,6 +64,7 @@ class SentinelCollector(Collector):
         baselines_pinned: Callable[[], set[str]],
         clock: Callable[[], float] = time.time,
         gpu: Callable[[], str] = str,
+        reader: str = "python",
     ) -> None:
         self._views = views
         self._stats = stats
@@ -72,6 +73,7 @@ class SentinelCollector(Collector):
         self._pinned = baselines_pinned
         self._clock = clock
         self._gpu = gpu
+        self._reader = reader  # which journal reader runs: "c" or "python" (sources.reader_path)
         self._hashes: dict[str, str] = {}  # baseline invocation id -> content sha256
         self._hashes_lock = threading.Lock()  # concurrent scrapes share the cache
 
@@ -225,7 +227,7 @@ class SentinelCollector(Collector):
         yield sample("forged_entries", s.forged_entries)
         yield sample("journal_files_unreadable", s.journal_files_unreadable)
         build = info("build")
-        build.add_metric([__version__], {})
+        build.add_metric([__version__, self._reader], {})
         yield build
 
 
