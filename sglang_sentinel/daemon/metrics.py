@@ -119,6 +119,16 @@ class SentinelCollector(Collector):
             "model, TP size and this host's GPU.",
             labels=["unit", "sha256", "model", "tp_size", "gpu"],
         )
+        # The pod in an info series of its own (Prometheus' "target labels, not static scraped
+        # labels"): a label on every series would make a rollout end each series and alert and
+        # start them again; `* on(instance, unit) group_left(k8s_pod)` puts it where needed.
+        # Not `pod`: a PodMonitor's target label of that name is the sentinel's own pod.
+        pod_info = InfoMetricFamily(
+            PREFIX + "pod",
+            "The pod a Kubernetes target's latest startup runs in; one series per target, "
+            "replaced when a new pod starts.",
+            labels=["unit", "k8s_pod"],
+        )
         baseline_pinned = GaugeMetricFamily(
             PREFIX + "baseline_pinned",
             "1 if a baseline startup is pinned for the unit.",
@@ -157,6 +167,8 @@ class SentinelCollector(Collector):
         )
         for view in views:
             unit = view.unit
+            if view.pod is not None:
+                pod_info.add_metric([unit, view.pod], {})
             baseline_pinned.add_metric([unit], 1.0 if unit in pinned else 0.0)
             in_progress.add_metric([unit], 1.0 if view.in_progress else 0.0)
             # startup_stalled is about the startup under way, not the latest decided one.
@@ -228,6 +240,7 @@ class SentinelCollector(Collector):
             new_downgrades,
             info,
             baseline_info,
+            pod_info,
             baseline_pinned,
             has_baseline,
             startups,
