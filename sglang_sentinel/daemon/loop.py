@@ -30,6 +30,7 @@ from ..model import Comparison, Finding, Stats
 from ..outputs import render_page
 from ..pipeline import CommitFailed, Pipeline, build_source, load_rules_and_policy, source_key
 from ..rules import RuleSet
+from ..sources import reader_path
 from ..state import StateStore
 from .alerts import AlertPusher, default_instance
 from .http import BoundedWSGIServer, make_metrics_server
@@ -178,6 +179,7 @@ class Daemon:
                 policy=lambda: self.policy,
                 baselines_pinned=lambda: set(self._snapshot.pinned),
                 gpu=lambda: self.config.gpu or "",
+                reader=reader_path(),
             )
         )
         self.registry = registry

@@ -70,6 +70,7 @@ class SentinelCollector(Collector):
         baselines_pinned: Callable[[], set[str]],
         clock: Callable[[], float] = time.time,
         gpu: Callable[[], str] = str,
+        reader: str = "python",
     ) -> None:
         self._views = views
         self._stats = stats
@@ -78,6 +79,7 @@ class SentinelCollector(Collector):
         self._pinned = baselines_pinned
         self._clock = clock
         self._gpu = gpu
+        self._reader = reader  # which journal reader runs: "c" or "python" (sources.reader_path)
         self._hashes: dict[str, str] = {}  # baseline invocation id -> content sha256
         self._hashes_lock = threading.Lock()  # concurrent scrapes share the cache
 
@@ -354,8 +356,13 @@ class SentinelCollector(Collector):
             "opened; libsystemd skips them.",
             value=s.journal_files_unreadable,
         )
-        build = InfoMetricFamily(PREFIX + "build", "sglang-sentinel build.", labels=["version"])
-        build.add_metric([__version__], {})
+        build = InfoMetricFamily(
+            PREFIX + "build",
+            "sglang-sentinel build: its version and the journal reader it runs (c: the optional "
+            "C extension, python: python-systemd's reader).",
+            labels=["version", "reader"],
+        )
+        build.add_metric([__version__, self._reader], {})
         yield build
 
 
