@@ -117,6 +117,19 @@ STARTUP_FAMILIES: Final = (
         ("unit", "sha256", "model", "tp_size", "gpu"),
         _BASE,
     ),
+    # The pod in an info series of its own (Prometheus' "target labels, not static scraped
+    # labels"): a label on every series would make a rollout end each series and alert and
+    # start them again; `* on(instance, unit) group_left(k8s_pod)` puts it where needed.
+    # Not `pod`: a PodMonitor's target label of that name is the sentinel's own pod.
+    Family(
+        "pod",
+        "info",
+        "The pod a Kubernetes target's latest startup runs in; one series per target, "
+        "replaced when a new pod starts.",
+        ("unit", "k8s_pod"),
+        "pod",
+        note="See [Kubernetes](#kubernetes).",
+    ),
     Family(
         "baseline_pinned",
         "gauge",

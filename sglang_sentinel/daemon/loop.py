@@ -242,10 +242,15 @@ class Daemon:
             on_error=self._view_failed,  # one unit's fault never empties /metrics
         )
         views = []
+        pods = self.source.pods
         for status in statuses:
             c = status.comparison
             runtime = self.pipeline.runtime.get(c.record.invocation_id) if c else None
-            views.append(dataclasses.replace(status, runtime=runtime.facts) if runtime else status)
+            if runtime:
+                status = dataclasses.replace(status, runtime=runtime.facts)
+            latest = status.latest
+            pod = pods.get(latest.record.invocation_id) if latest is not None else None
+            views.append(dataclasses.replace(status, pod=pod) if pod else status)
         self._snapshot = _Snapshot(tuple(views), frozenset(self.store.baselines()))
 
     def _view_failed(self, unit: str, exc: Exception) -> None:

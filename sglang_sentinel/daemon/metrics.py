@@ -96,6 +96,7 @@ class SentinelCollector(Collector):
         new_downgrades = gauge("new_downgrade_messages")
         server_info = info("server")
         baseline_info = info("baseline")
+        pod_info = info("pod")
         baseline_pinned = gauge("baseline_pinned")
         has_baseline = gauge("baseline_present")
         startups = counter("startups")
@@ -106,6 +107,8 @@ class SentinelCollector(Collector):
         in_progress_ts = gauge("startup_in_progress_timestamp_seconds")
         for view in views:
             unit = view.unit
+            if view.pod is not None:
+                pod_info.add_metric([unit, view.pod], {})
             baseline_pinned.add_metric([unit], 1.0 if unit in pinned else 0.0)
             in_progress.add_metric([unit], 1.0 if view.in_progress else 0.0)
             # startup_stalled is about the startup under way, not the latest decided one.
@@ -177,6 +180,7 @@ class SentinelCollector(Collector):
             new_downgrades,
             server_info,
             baseline_info,
+            pod_info,
             baseline_pinned,
             has_baseline,
             startups,
