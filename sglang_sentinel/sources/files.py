@@ -32,7 +32,7 @@ import json
 import os
 import select
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final, Literal, Protocol
@@ -73,6 +73,8 @@ class Stream:
     start: str | None = None
     # Seeds the start ids of a stream with several starts (the container id).
     seed: str = ""
+    # The pod whose container wrote it (pod logs): the `pod` label of its target's metrics.
+    pod: str | None = None
 
 
 class Layout(Protocol):
@@ -261,6 +263,8 @@ class FileSource:
         self.unreadable_files: tuple[tuple[Path, str], ...] = ()
         self.forged_entries = 0  # files have no fields another process could forge
         self.units = tuple(t for layout in self.layouts for t in layout.targets)
+        # start id -> pod name of the pod streams listed last (replaced whole: scrapes read it).
+        self.pods: Mapping[str, str] = {}
         self._read_any = False
 
     # -- opening and positioning ---------------------------------------------------------------
@@ -387,6 +391,8 @@ class FileSource:
                 self._layout_of[stream.key] = layout
         # A stream whose files are gone while one is open is read to the end of that file.
         listed = {s.key for s in streams}
+        # The pods whose files are there now (a removed pod's open file is not a current pod).
+        self.pods = {s.start: s.pod for s in streams if s.start and s.pod}
         for old in self._streams:
             pos = self._positions.get(old.key)
             if old.key not in listed and pos is not None and pos.fh is not None:

@@ -97,7 +97,7 @@ class PodLayout:
 
     def streams(self) -> list[Stream]:
         out = []
-        for pod_dir, selector, _pod, uid in self._pods():
+        for pod_dir, selector, pod, uid in self._pods():
             for cdir in self._containers(pod_dir, selector):
                 restarts: set[str] = set()
                 try:
@@ -116,6 +116,7 @@ class PodLayout:
                         files=(),
                         start=start_id(uid, cdir.name, n),
                         seed=str(cdir / n),
+                        pod=pod,
                     )
                     files = self.files(stream)
                     if files:
@@ -127,6 +128,7 @@ class PodLayout:
                                 files=files,
                                 start=stream.start,
                                 seed=stream.seed,
+                                pod=pod,
                             )
                         )
         return out
