@@ -36,7 +36,8 @@ check: bootstrap
 facts-doc: bootstrap
 	$(BIN)/python -m sglang_sentinel.facts
 
-# Regenerate docs/architecture.md's metrics table from the collector (tools/metrics_doc.py).
+# Regenerate README.md's and docs/architecture.md's metrics tables from
+# sglang_sentinel/daemon/families.py (tools/metrics_doc.py).
 metrics-doc: bootstrap
 	$(BIN)/python -m tools.metrics_doc
 
