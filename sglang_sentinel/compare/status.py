@@ -80,6 +80,9 @@ class UnitStatus:
     # The latest batch-line values of `comparison`'s startup (model.RuntimeView): in memory
     # only (the daemon's), so empty after a restart until the next batch line, and elsewhere.
     runtime: Mapping[str, FactValue] = field(default_factory=dict)
+    # The pod `latest`'s startup runs in (a `k8s:` target's, while its log files are there;
+    # the daemon's, from its source): the `k8s_pod` of sglang_sentinel_pod_info.
+    pod: str | None = None
 
     @property
     def latest(self) -> Comparison | None:

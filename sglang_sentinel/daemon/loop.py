@@ -30,6 +30,7 @@ from ..model import Comparison, Finding, Stats
 from ..outputs import render_page
 from ..pipeline import CommitFailed, Pipeline, build_source, load_rules_and_policy, source_key
 from ..rules import RuleSet
+from ..sources import reader_path
 from ..state import StateStore
 from .alerts import AlertPusher, default_instance
 from .http import BoundedWSGIServer, make_metrics_server
@@ -178,6 +179,7 @@ class Daemon:
                 policy=lambda: self.policy,
                 baselines_pinned=lambda: set(self._snapshot.pinned),
                 gpu=lambda: self.config.gpu or "",
+                reader=reader_path(),
             )
         )
         self.registry = registry
@@ -240,10 +242,15 @@ class Daemon:
             on_error=self._view_failed,  # one unit's fault never empties /metrics
         )
         views = []
+        pods = self.source.pods
         for status in statuses:
             c = status.comparison
             runtime = self.pipeline.runtime.get(c.record.invocation_id) if c else None
-            views.append(dataclasses.replace(status, runtime=runtime.facts) if runtime else status)
+            if runtime:
+                status = dataclasses.replace(status, runtime=runtime.facts)
+            latest = status.latest
+            pod = pods.get(latest.record.invocation_id) if latest is not None else None
+            views.append(dataclasses.replace(status, pod=pod) if pod else status)
         self._snapshot = _Snapshot(tuple(views), frozenset(self.store.baselines()))
 
     def _view_failed(self, unit: str, exc: Exception) -> None:

@@ -32,8 +32,8 @@ import json
 import os
 import select
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final, Literal, Protocol
 
@@ -67,12 +67,14 @@ class Stream:
     key: str  # stable and unique: the position is saved under it
     target: str  # identity key: docker:NAME, k8s:NS/WORKLOAD/CONTAINER
     fmt: LineFormat
-    files: tuple[Path, ...]  # oldest first; the last is the live file
+    files: tuple[Path, ...] = ()  # oldest first; the last is the live file
     # The start id of every line (a pod container's N.log is one start); None: the stream
     # holds several starts (a Docker container across restarts), told apart by its lines.
     start: str | None = None
     # Seeds the start ids of a stream with several starts (the container id).
     seed: str = ""
+    # The pod whose container wrote it (pod logs): the `pod` label of its target's metrics.
+    pod: str | None = None
 
 
 class Layout(Protocol):
@@ -94,6 +96,12 @@ class Layout(Protocol):
     def files(self, stream: Stream) -> tuple[Path, ...]:
         """The stream's files now, oldest first (the layout listed again)."""
         ...
+
+
+def found(layout: Layout, stream: Stream) -> list[Stream]:
+    """`stream` with the files `layout` lists for it now, or nothing when it has none."""
+    files = layout.files(stream)
+    return [replace(stream, files=files)] if files else []
 
 
 @dataclass(slots=True)
@@ -261,6 +269,8 @@ class FileSource:
         self.unreadable_files: tuple[tuple[Path, str], ...] = ()
         self.forged_entries = 0  # files have no fields another process could forge
         self.units = tuple(t for layout in self.layouts for t in layout.targets)
+        # start id -> pod name of the pod streams listed last (replaced whole: scrapes read it).
+        self.pods: Mapping[str, str] = {}
         self._read_any = False
 
     # -- opening and positioning ---------------------------------------------------------------
@@ -387,6 +397,8 @@ class FileSource:
                 self._layout_of[stream.key] = layout
         # A stream whose files are gone while one is open is read to the end of that file.
         listed = {s.key for s in streams}
+        # The pods whose files are there now (a removed pod's open file is not a current pod).
+        self.pods = {s.start: s.pod for s in streams if s.start and s.pod}
         for old in self._streams:
             pos = self._positions.get(old.key)
             if old.key not in listed and pos is not None and pos.fh is not None:
@@ -484,21 +496,27 @@ class FileSource:
         if not files:
             return False
         if pos.fp or pos.dev:
+            unsure = False
             for path in files:
-                if self._is(pos, path) and self._enter(pos, path, pos.offset):
+                found = self._identify(pos, path)
+                if found and self._enter(pos, path, pos.offset):
                     return True
-            # The saved file is gone (rotated away while we were stopped): the files there
-            # are all newer than it, since rotation removes the oldest first.
-            # Lines up to the last one handed out are skipped by their time (the saved file
-            # may have been empty, or gzipped, so its identity is not there to find).
-            log.warning(
-                "log_file_position_lost",
-                stream=stream.key,
-                action="read from the oldest file, after the time of the last line read",
-            )
+                unsure = unsure or found is None or bool(found)
             pos.pieces.clear()
             pos.replay_until, pos.replay = 0, {}
-            pos.skip_us = pos.last_us
+            if unsure:
+                # The saved file may be there but could not be read or opened: lines up to
+                # the last one handed out are skipped by their time.
+                log.warning(
+                    "log_file_position_lost",
+                    stream=stream.key,
+                    action="read from the oldest file, after the time of the last line read",
+                )
+                pos.skip_us = pos.last_us
+            else:
+                # The saved file is gone (rotated away while we were stopped): rotation removes
+                # the oldest file first, so every file there is newer and is read whole.
+                log.info("log_file_rotated_away", stream=stream.key, action="read the newer files")
         return any(self._enter(pos, path, 0) for path in files)
 
     def _files(self, stream: Stream) -> tuple[Path, ...]:
@@ -507,18 +525,26 @@ class FileSource:
 
     def _is(self, pos: _Position, path: Path) -> bool:
         """Whether `path` is the file the position names (a gzipped copy of it included)."""
+        return bool(self._identify(pos, path))
+
+    @staticmethod
+    def _identify(pos: _Position, path: Path) -> bool | None:
+        """Whether `path` is the position's file; None when that cannot be told (it vanished
+        between the listing and the look, or its first bytes cannot be read)."""
         gz = path.name.endswith(".gz")
         if not gz:
             try:
                 st = os.stat(path)
             except OSError:
-                return False
+                return None
             if (st.st_dev, st.st_ino) != (pos.dev, pos.ino):
                 return False
         if pos.fplen == 0:
             return not gz
         head = _head(path, pos.fplen)
-        return head is not None and len(head) == pos.fplen and _fingerprint(head) == pos.fp
+        if head is None:
+            return None
+        return len(head) == pos.fplen and _fingerprint(head) == pos.fp
 
     def _enter(
         self,
@@ -587,15 +613,17 @@ class FileSource:
             return ()
         if here is not None:
             return files[here + 1 :]
-        # Not there at all: removed (rotated away, gzipped while empty, or the container's file
-        # replaced). The files there are read from the oldest, lines up to the last one handed
-        # out skipped by their time, so nothing is handed out twice.
-        pos.skip_us = max(pos.skip_us, pos.last_us)
+        # Not there at all. Removed (rotated away, or the container's file replaced): rotation
+        # removes the oldest file first, so the files there are all newer and are read whole.
+        # Still linked (renamed out of the layout, or unreadable): lines up to the last one
+        # handed out are skipped by their time, so nothing is handed out twice.
+        if not self._unlinked(pos):
+            pos.skip_us = max(pos.skip_us, pos.last_us)
         return files
 
     @staticmethod
     def _unlinked(pos: _Position) -> bool:
-        if pos.fh is None or pos.gz:
+        if pos.fh is None:
             return False
         try:
             return os.fstat(pos.fh.fileno()).st_nlink == 0
