@@ -33,7 +33,7 @@ import os
 import select
 import time
 from collections.abc import Generator, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final, Literal, Protocol
 
@@ -69,7 +69,7 @@ class Stream:
     key: str  # stable and unique: the position is saved under it
     target: str  # identity key: docker:NAME, k8s:NS/WORKLOAD/CONTAINER
     fmt: LineFormat
-    files: tuple[Path, ...]  # oldest first; the last is the live file
+    files: tuple[Path, ...] = ()  # oldest first; the last is the live file
     # The start id of every line (a pod container's N.log is one start); None: the stream
     # holds several starts (a Docker container across restarts), told apart by its lines.
     start: str | None = None
@@ -98,6 +98,12 @@ class Layout(Protocol):
     def files(self, stream: Stream) -> tuple[Path, ...]:
         """The stream's files now, oldest first (the layout listed again)."""
         ...
+
+
+def found(layout: Layout, stream: Stream) -> list[Stream]:
+    """`stream` with the files `layout` lists for it now, or nothing when it has none."""
+    files = layout.files(stream)
+    return [replace(stream, files=files)] if files else []
 
 
 @dataclass(slots=True)
