@@ -18,7 +18,7 @@
  * a day past the month's end runs on into the next; a month outside 1-12 or year 0 ends the
  * run, as Python's date refuses them).
  */
-#define _GNU_SOURCE /* memmem */
+#define _GNU_SOURCE 1 /* memmem */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
