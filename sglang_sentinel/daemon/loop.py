@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from systemd import daemon as sd
 
 from .. import __version__
-from ..compare import Policy, UnitStatus, stall_after, unit_status
+from ..compare import Policy, Snapshot, UnitStatus, stall_after, unit_status
 from ..config import Config, plan_reload
 from ..errors import ConfigError, JournalError, RuleError, SentinelError, StateError
 from ..logs import Logger, configure_logging
@@ -171,17 +171,7 @@ class Daemon:
         self._failed_commits = 0
         if registry is None:
             registry = CollectorRegistry(auto_describe=False)
-        registry.register(
-            SentinelCollector(
-                views=self.views,
-                stats=self.stats,
-                rule_hits=lambda: dict(self.pipeline.tracker.rule_hits),
-                policy=lambda: self.policy,
-                baselines_pinned=lambda: set(self._snapshot.pinned),
-                gpu=lambda: self.config.gpu or "",
-                reader=reader_path(),
-            )
-        )
+        registry.register(SentinelCollector(self.snapshot, reader=reader_path()))
         self.registry = registry
         self._snapshot = _Snapshot()
 
@@ -229,6 +219,20 @@ class Daemon:
         later rolls back.
         """
         return self._snapshot.views
+
+    def snapshot(self) -> Snapshot:
+        """What one scrape reads (any thread): the published statuses and pins, with the
+        policy, copies of the counters and rule hits and this host's GPU taken now."""
+        published = self._snapshot
+        stats = self.stats
+        return Snapshot(
+            units=published.views,
+            pinned=published.pinned,
+            policy=self.policy,
+            stats=dataclasses.replace(stats, processing_errors=dict(stats.processing_errors)),
+            rule_hits=dict(self.pipeline.tracker.rule_hits),
+            gpu=self.config.gpu or "",
+        )
 
     def publish(self) -> None:
         """Rebuild the snapshot from committed state (loop thread only, after a commit)."""

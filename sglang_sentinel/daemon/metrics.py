@@ -9,14 +9,14 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from .. import __version__
-from ..compare import CHECKS, Policy, UnitStatus, alerting, reached_tiers
-from ..model import FactValue, StartupRecord, Stats
+from ..compare import CHECKS, Snapshot, alerting, reached_tiers
+from ..model import FactValue, StartupRecord
 from ..state import model_label, record_sha256, tp_label
 from .decode_metrics import decode_metrics
 from .families import (
@@ -53,42 +53,31 @@ def fact_value(value: FactValue, scale: float = 1.0) -> float | None:
 
 
 class SentinelCollector(Collector):
-    """Builds every sglang_sentinel_* family per scrape from `views()` and the stats."""
+    """Builds every sglang_sentinel_* family per scrape from one snapshot (compare.Snapshot)."""
 
     def __init__(
         self,
-        views: Callable[[], Sequence[UnitStatus]],
-        stats: Stats,
-        rule_hits: Callable[[], dict[str, int]],
-        policy: Callable[[], Policy],
-        baselines_pinned: Callable[[], set[str]],
+        snapshot: Callable[[], Snapshot],
         clock: Callable[[], float] = time.time,
-        gpu: Callable[[], str] = str,
         reader: str = "python",
     ) -> None:
-        self._views = views
-        self._stats = stats
-        self._rule_hits = rule_hits
-        self._policy = policy
-        self._pinned = baselines_pinned
+        self._snapshot = snapshot
         self._clock = clock
-        self._gpu = gpu
         self._reader = reader  # which journal reader runs: "c" or "python" (sources.reader_path)
         self._hashes: dict[str, str] = {}  # baseline invocation id -> content sha256
-        self._hashes_lock = threading.Lock()  # concurrent scrapes share the cache
+        # Concurrent scrapes share the hash cache (_sha256 changes it); the snapshot needs none.
+        self._hashes_lock = threading.Lock()
 
     def collect(self) -> Iterator[Metric]:
-        # What views() and the pins return is the daemon's published snapshot, replaced whole and
-        # never changed: no lock, and never the SQLite connection the loop writes through.
-        views = list(self._views())
-        pinned = self._pinned()
-        yield from self._startup_metrics(views, pinned)
-        yield from decode_metrics(views)
-        yield from self._self_metrics()
+        # One snapshot a scrape: the daemon's published statuses and pins (replaced whole, never
+        # changed, never the SQLite connection the loop writes through) with the counters.
+        snap = self._snapshot()
+        yield from self._startup_metrics(snap)
+        yield from decode_metrics(snap.units)
+        yield from self._self_metrics(snap)
 
-    def _startup_metrics(self, views: Sequence[UnitStatus], pinned: set[str]) -> Iterator[Metric]:
-        policy = self._policy()
-        gpu = self._gpu()
+    def _startup_metrics(self, snap: Snapshot) -> Iterator[Metric]:
+        policy, gpu, pinned = snap.policy, snap.gpu, snap.pinned
         current = fact_gauges(FACT_FAMILIES)
         base = fact_gauges(BASELINE_FACT_FAMILIES)
         runtime = fact_gauges(RUNTIME_FAMILIES)
@@ -105,7 +94,7 @@ class SentinelCollector(Collector):
         started = gauge("startup_timestamp_seconds")
         ready_ts = gauge("ready_timestamp_seconds")
         in_progress_ts = gauge("startup_in_progress_timestamp_seconds")
-        for view in views:
+        for view in snap.units:
             unit = view.unit
             if view.pod is not None:
                 pod_info.add_metric([unit, view.pod], {})
@@ -201,11 +190,11 @@ class SentinelCollector(Collector):
                 sha = self._hashes[baseline.invocation_id] = record_sha256(baseline)
             return sha
 
-    def _self_metrics(self) -> Iterator[Metric]:
-        s = self._stats
+    def _self_metrics(self, snap: Snapshot) -> Iterator[Metric]:
+        s = snap.stats
         yield sample("journal_entries_read", s.entries_read)
         hits = counter("rule_matches")
-        for rule, n in sorted(self._rule_hits().items()):
+        for rule, n in sorted(snap.rule_hits.items()):
             hits.add_metric([rule], float(n))
         yield hits
         if s.last_entry_realtime is not None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sglang_sentinel.compare import Policy
+from sglang_sentinel.compare import Snapshot
 from sglang_sentinel.daemon import SentinelCollector
 from sglang_sentinel.daemon.families import BY_NAME, FAMILIES, counter, gauge, info
 from sglang_sentinel.model import Stats
@@ -37,13 +37,7 @@ def test_a_stale_readme_table_fails_the_check(tmp_path: Path) -> None:
 def test_the_collector_builds_exactly_the_declared_families_in_order() -> None:
     """Name, kind, help and labels of every family a scrape carries are the declaration's (the
     series that exist only once a journal entry was read come from stats that say one was)."""
-    collector = SentinelCollector(
-        views=lambda: [],
-        stats=Stats(last_entry_realtime=1.0),
-        rule_hits=dict,
-        policy=lambda: Policy(checks={}),
-        baselines_pinned=set,
-    )
+    collector = SentinelCollector(lambda: Snapshot(stats=Stats(last_entry_realtime=1.0)))
     built = [
         (m.name, m.type, m.documentation, m._labelnames)  # type: ignore[attr-defined]
         for m in collector.collect()
