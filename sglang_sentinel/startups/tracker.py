@@ -123,6 +123,10 @@ class _Builder:
     # stored: a restored builder with a generic reason is "generic" again (from_json).
     reason_kind: str = ""
     last_exception: str | None = None
+    # A chained traceback goes on (its `During handling of the above exception ...` line): the
+    # next exception line is the one the start died of and replaces an exception reason. Not
+    # stored either (a restart between the two lines keeps the first exception).
+    chained: bool = False
     # Batch lines not converted yet: BatchMatch -> its newest raw line, oldest first. Lines of
     # one BatchMatch set the same facts, so only the newest can still show in `runtime` (for a
     # fact, the last line that set it; any later line sets other facts) and the others are
@@ -782,7 +786,12 @@ class StartupTracker:
     # -- applying rule matches ------------------------------------------------------------------
 
     def _apply(self, b: _Builder, m: RuleMatch, ts: float) -> None:
-        if "failure_reason" not in m.facts and "failure_exception" not in m.facts:
+        facts = m.facts
+        if (
+            "failure_reason" not in facts
+            and "failure_exception" not in facts
+            and "traceback_chained" not in facts
+        ):
             b.last_exception = None  # only an exception line right before a reason names it
         if m.rule_id in PHASE_RULES:
             b.decode.phase(m.rule_id, ts)
@@ -819,14 +828,23 @@ class StartupTracker:
                     if generic and b.last_exception is not None:
                         reason, b.reason_kind = b.last_exception, "exception"
                     b.failure_reason = reason
+                    if not generic:
+                        b.chained = False  # a rule's reason for the chain's last exception
+            elif name == "traceback_chained":
+                b.chained = True
             elif name == "failure_exception":
                 text = scrub_text(str(value))[:500]
                 if not _names_no_error(text):  # `RuntimeError: Rank 0 scheduler died ...`
                     b.last_exception = text
-                    # The first exception after a generic reason: of a chained traceback the
-                    # cause, not the exceptions raised while handling it.
-                    if b.ready_at is None and b.reason_kind == "generic":
+                    # The first exception after a generic reason, or the next one of a chained
+                    # traceback: the start died of the last exception of the chain, not of the
+                    # one it was handling (later tracebacks, such as the main process's
+                    # EOFError after a scheduler died, are not chained to it and do not count).
+                    if b.ready_at is None and (
+                        b.reason_kind == "generic" or (b.chained and b.reason_kind == "exception")
+                    ):
                         b.failure_reason, b.reason_kind = text, "exception"
+                    b.chained = False
             elif name in RUNTIME_FACTS:
                 b.settle()  # older deferred batch lines first
                 b.runtime[name] = value
