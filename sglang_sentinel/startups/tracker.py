@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..evidence import evidence_from_json, evidence_to_json
 from ..fact_ranges import sane_facts
 from ..facts import FROM_SETTINGS, RUNTIME_FACTS, STARTUP_FACTS
 from ..logs import Logger
@@ -38,7 +36,7 @@ from ..model import (
 from ..redact import launch_flags, redact_cmdline, scrub_text
 from ..rules import LINE_START_RE, BatchMatch, Matcher
 from ..serverargs import BalanceScanner, normalized_settings, parse_server_args
-from ..state import facts_from_doc, plain
+from ..state import builder_from_json, builder_to_json
 from ..text import clean_message
 from .decode_samples import (
     DECODE_RULE,
@@ -158,56 +156,53 @@ class _Builder:
         return "starting"
 
     def to_json(self) -> str:
+        """This builder as the builders table stores it (state/codec.py writes the shape)."""
         self.settle()
-        data = {
-            "unit": self.unit,
-            "invocation_id": self.invocation_id,
-            "started_at": self.started_at,
-            "ready_at": self.ready_at,
-            "ended_at": self.ended_at,
-            "failure_reason": self.failure_reason,
-            "exit_status": self.exit_status,
-            "facts": plain(self.facts),
-            "primary": sorted(self.primary),
-            "rule_hits": self.rule_hits,
-            "server_args": plain(self.server_args),
-            # Never persisted: the raw text is unredacted until it parses.
-            "server_args_pending": None,
-            "flags": list(self.flags),
-            "has_server_args_line": self.has_server_args_line,
-            "decode": self.decode.to_dict(),
-            "start_mono": self.start_mono,
-            "ready_mono": self.ready_mono,
-            "clock_notes": [evidence_to_json(n) for n in self.clock_notes],
-            "ledger": self.ledger.to_doc(),
-        }
-        return json.dumps(data, sort_keys=True)
+        return builder_to_json(
+            unit=self.unit,
+            invocation_id=self.invocation_id,
+            started_at=self.started_at,
+            ready_at=self.ready_at,
+            ended_at=self.ended_at,
+            failure_reason=self.failure_reason,
+            exit_status=self.exit_status,
+            facts=self.facts,
+            primary=self.primary,
+            rule_hits=self.rule_hits,
+            server_args=self.server_args,
+            flags=self.flags,
+            has_server_args_line=self.has_server_args_line,
+            decode=self.decode.to_dict(),
+            start_mono=self.start_mono,
+            ready_mono=self.ready_mono,
+            clock_notes=self.clock_notes,
+            ledger=self.ledger.to_doc(),
+        )
 
     @classmethod
     def from_json(cls, text: str) -> _Builder:
-        d = json.loads(text)
+        d = builder_from_json(text)
         return cls(
-            unit=d["unit"],
-            invocation_id=d["invocation_id"],
-            started_at=d["started_at"],
-            ready_at=d["ready_at"],
-            ended_at=d["ended_at"],
-            failure_reason=d["failure_reason"],
-            exit_status=d["exit_status"],
-            facts=facts_from_doc(d["facts"]),
-            primary=set(d["primary"]),
-            rule_hits=dict(d["rule_hits"]),
-            server_args=d["server_args"],
-            server_args_pending=d["server_args_pending"],
-            flags=tuple(d["flags"]),
-            has_server_args_line=d["has_server_args_line"],
-            decode=DecodeState.from_dict(d.get("decode")),
-            start_mono=_mono_of(d.get("start_mono")),
-            ready_mono=_mono_of(d.get("ready_mono")),
-            clock_notes=[evidence_from_json(n) for n in d.get("clock_notes", ())],
-            ledger=LogLedger.from_doc(d.get("ledger")),
+            unit=d.unit,
+            invocation_id=d.invocation_id,
+            started_at=d.started_at,
+            ready_at=d.ready_at,
+            ended_at=d.ended_at,
+            failure_reason=d.failure_reason,
+            exit_status=d.exit_status,
+            facts=d.facts,
+            primary=set(d.primary),
+            rule_hits=d.rule_hits,
+            server_args=d.server_args,
+            flags=d.flags,
+            has_server_args_line=d.has_server_args_line,
+            decode=DecodeState.from_dict(d.decode),
+            start_mono=d.start_mono,
+            ready_mono=d.ready_mono,
+            clock_notes=list(d.clock_notes),
+            ledger=LogLedger.from_doc(d.ledger),
             reason_kind=(
-                "generic" if d["failure_reason"] and _names_no_error(d["failure_reason"]) else ""
+                "generic" if d.failure_reason and _names_no_error(d.failure_reason) else ""
             ),
         )
 
@@ -906,12 +901,6 @@ def _clear_pending(b: _Builder) -> None:
     b.pending_pieces = []
     b.pending_chars = 0
     b.pending_parsed_at = 0
-
-
-def _mono_of(value: Any) -> tuple[int, str] | None:
-    if isinstance(value, list | tuple) and len(value) == 2:
-        return int(value[0]), str(value[1])
-    return None
 
 
 class _StageFault(Exception):
