@@ -244,6 +244,8 @@ def render_log_diff(a: StartupRecord, b: StartupRecord, diff: LogDiff | None) ->
             "downgrade ledger): nothing to compare"
         )
         return "\n".join(lines)
+    if diff.version_changed:
+        lines.append(f"  {diff.version_changed}")
     for sign, entries in (("new ", diff.new), ("gone", diff.gone)):
         for line in entries:
             ranks = f"{line.ranks} rank{'s' if line.ranks != 1 else ''}"
