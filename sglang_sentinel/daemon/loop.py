@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from systemd import daemon as sd
 
 from .. import __version__
-from ..compare import Policy, UnitStatus, stall_after, unit_status
+from ..compare import Policy, Snapshot, UnitStatus, stall_after, unit_status
 from ..config import Config, plan_reload
 from ..errors import ConfigError, JournalError, RuleError, SentinelError, StateError
 from ..logs import Logger, configure_logging
@@ -34,6 +34,7 @@ from ..sources import reader_path
 from ..state import StateStore
 from .alerts import AlertPusher, default_instance
 from .http import BoundedWSGIServer, make_metrics_server
+from .kubeapi import pod_labels_of
 from .metrics import SentinelCollector
 
 log = Logger("sglang_sentinel")
@@ -171,17 +172,9 @@ class Daemon:
         self._failed_commits = 0
         if registry is None:
             registry = CollectorRegistry(auto_describe=False)
-        registry.register(
-            SentinelCollector(
-                views=self.views,
-                stats=self.stats,
-                rule_hits=lambda: dict(self.pipeline.tracker.rule_hits),
-                policy=lambda: self.policy,
-                baselines_pinned=lambda: set(self._snapshot.pinned),
-                gpu=lambda: self.config.gpu or "",
-                reader=reader_path(),
-            )
-        )
+        # Pod labels from the Kubernetes API, only when kubernetes.labels names some.
+        self.pod_labels = pod_labels_of(config.kubernetes, os.environ)
+        registry.register(SentinelCollector(self.snapshot, reader=reader_path()))
         self.registry = registry
         self._snapshot = _Snapshot()
 
@@ -230,6 +223,22 @@ class Daemon:
         """
         return self._snapshot.views
 
+    def snapshot(self) -> Snapshot:
+        """What one scrape reads (any thread): the published statuses and pins, with the
+        policy, copies of the counters and rule hits and this host's GPU taken now."""
+        published = self._snapshot
+        stats = self.stats
+        return Snapshot(
+            units=published.views,
+            pinned=published.pinned,
+            policy=self.policy,
+            stats=dataclasses.replace(stats, processing_errors=dict(stats.processing_errors)),
+            rule_hits=dict(self.pipeline.tracker.rule_hits),
+            gpu=self.config.gpu or "",
+            pod_label_names=self.pod_labels.names if self.pod_labels else (),
+            pod_labels=self.pod_labels.labels() if self.pod_labels else {},
+        )
+
     def publish(self) -> None:
         """Rebuild the snapshot from committed state (loop thread only, after a commit)."""
         statuses = unit_status(
@@ -242,10 +251,15 @@ class Daemon:
             on_error=self._view_failed,  # one unit's fault never empties /metrics
         )
         views = []
+        pods = self.source.pods
         for status in statuses:
             c = status.comparison
             runtime = self.pipeline.runtime.get(c.record.invocation_id) if c else None
-            views.append(dataclasses.replace(status, runtime=runtime.facts) if runtime else status)
+            if runtime:
+                status = dataclasses.replace(status, runtime=runtime.facts)
+            latest = status.latest
+            pod = pods.get(latest.record.invocation_id) if latest is not None else None
+            views.append(dataclasses.replace(status, pod=pod) if pod else status)
         self._snapshot = _Snapshot(tuple(views), frozenset(self.store.baselines()))
 
     def _view_failed(self, unit: str, exc: Exception) -> None:
@@ -305,6 +319,8 @@ class Daemon:
         self._remember_announced()
         self.serve()
         self._restart_pusher()
+        if self.pod_labels is not None:
+            self.pod_labels.start()
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_r, False)
         os.set_blocking(wake_w, False)
@@ -631,6 +647,8 @@ class Daemon:
             )
         if self.pusher is not None:
             self.pusher.stop()
+        if self.pod_labels is not None:
+            self.pod_labels.stop()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

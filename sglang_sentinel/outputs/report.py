@@ -13,7 +13,7 @@ from ..facts import STARTUP_FACTS, report_facts
 from ..logtemplates import LogDiff
 from ..model import SEVERITY_ORDER, Comparison, Evidence, Finding, StartupRecord
 from ..state import plain
-from ..text import duration
+from .wording import outcome
 
 # The facts line's facts (facts.py), and those whose absence a person should be told about on a
 # ready startup.
@@ -127,13 +127,7 @@ class ScanOutput:
 
 def headline(record: StartupRecord) -> str:
     when = local_time(record.started_at)
-    took = record.time_to_ready
-    if record.outcome == "ready":
-        state = f"ready in {duration(took)}" if took is not None else "ready"
-    elif record.outcome == "failed":
-        state = "FAILED"
-    else:
-        state = "starting (not ready yet)"
+    state = outcome(record, loud=str.upper, under_way="starting (not ready yet)")
     return f"{record.unit}  startup {record.invocation_id[:8]}  {when}  {state}"
 
 
@@ -278,6 +272,8 @@ def render_log_diff(a: StartupRecord, b: StartupRecord, diff: LogDiff | None) ->
             "downgrade ledger): nothing to compare"
         )
         return "\n".join(lines)
+    if diff.version_changed:
+        lines.append(f"  {diff.version_changed}")
     for sign, entries in (("new ", diff.new), ("gone", diff.gone)):
         for line in entries:
             ranks = f"{line.ranks} rank{'s' if line.ranks != 1 else ''}"

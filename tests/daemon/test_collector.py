@@ -11,7 +11,7 @@ from records import POLICY, record
 from sentinelproc import scrape_in_process
 
 from sglang_sentinel import __version__
-from sglang_sentinel.compare import UnitStatus, compare
+from sglang_sentinel.compare import Snapshot, UnitStatus, compare
 from sglang_sentinel.daemon.metrics import SentinelCollector
 from sglang_sentinel.model import Stats
 
@@ -24,11 +24,13 @@ def scrape(
     registry = CollectorRegistry(auto_describe=False)
     registry.register(
         SentinelCollector(
-            views=lambda: views,
-            stats=Stats(entries_read=7),
-            rule_hits=lambda: {"capacity_summary": 2},
-            policy=lambda: POLICY,
-            baselines_pinned=lambda: pinned or set(),
+            lambda: Snapshot(
+                units=views,
+                pinned=frozenset(pinned or ()),
+                policy=POLICY,
+                stats=Stats(entries_read=7),
+                rule_hits={"capacity_summary": 2},
+            ),
             clock=lambda: 1_700_000_200.0,
             reader=reader,
         )
