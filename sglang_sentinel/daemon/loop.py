@@ -34,6 +34,7 @@ from ..sources import reader_path
 from ..state import StateStore
 from .alerts import AlertPusher, default_instance
 from .http import BoundedWSGIServer, make_metrics_server
+from .kubeapi import pod_labels_of
 from .metrics import SentinelCollector
 
 log = Logger("sglang_sentinel")
@@ -171,6 +172,8 @@ class Daemon:
         self._failed_commits = 0
         if registry is None:
             registry = CollectorRegistry(auto_describe=False)
+        # Pod labels from the Kubernetes API, only when kubernetes.labels names some.
+        self.pod_labels = pod_labels_of(config.kubernetes, os.environ)
         registry.register(SentinelCollector(self.snapshot, reader=reader_path()))
         self.registry = registry
         self._snapshot = _Snapshot()
@@ -232,6 +235,8 @@ class Daemon:
             stats=dataclasses.replace(stats, processing_errors=dict(stats.processing_errors)),
             rule_hits=dict(self.pipeline.tracker.rule_hits),
             gpu=self.config.gpu or "",
+            pod_label_names=self.pod_labels.names if self.pod_labels else (),
+            pod_labels=self.pod_labels.labels() if self.pod_labels else {},
         )
 
     def publish(self) -> None:
@@ -314,6 +319,8 @@ class Daemon:
         self._remember_announced()
         self.serve()
         self._restart_pusher()
+        if self.pod_labels is not None:
+            self.pod_labels.start()
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_r, False)
         os.set_blocking(wake_w, False)
@@ -640,6 +647,8 @@ class Daemon:
             )
         if self.pusher is not None:
             self.pusher.stop()
+        if self.pod_labels is not None:
+            self.pod_labels.stop()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
