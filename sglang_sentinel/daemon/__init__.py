@@ -9,6 +9,7 @@ families.py        FAMILIES            every metric family declared once (the do
 metrics.py         SentinelCollector   every metric, built at scrape time
 decode_metrics.py                      the decode-throughput families
 alerts.py          AlertPusher         findings -> Alertmanager
+kubeapi.py         PodLabels           pod labels from the Kubernetes API (kubernetes.labels)
 """
 
 from .families import PREFIX

@@ -37,6 +37,7 @@ from ..sources import reader_path
 from ..state import StateStore
 from .announce import ANNOUNCED_KEPT, Announcer
 from .http import BoundedWSGIServer, make_metrics_server, routes
+from .kubeapi import pod_labels_of
 from .metrics import SentinelCollector
 from .wiring import FindingSink, SinkFactory, alert_pusher, build_pipeline
 
@@ -109,6 +110,8 @@ class Daemon:
         self._failed_commits = 0
         if registry is None:
             registry = CollectorRegistry(auto_describe=False)
+        # Pod labels from the Kubernetes API, only when kubernetes.labels names some.
+        self.pod_labels = pod_labels_of(config.kubernetes, os.environ)
         registry.register(SentinelCollector(self.snapshot, reader=reader_path()))
         self.registry = registry
         self._snapshot = _Snapshot()
@@ -157,6 +160,8 @@ class Daemon:
             stats=dataclasses.replace(stats, processing_errors=dict(stats.processing_errors)),
             rule_hits=dict(self.pipeline.tracker.rule_hits),
             gpu=self.config.gpu or "",
+            pod_label_names=self.pod_labels.names if self.pod_labels else (),
+            pod_labels=self.pod_labels.labels() if self.pod_labels else {},
         )
 
     def publish(self) -> None:
@@ -239,6 +244,8 @@ class Daemon:
         self._remember_announced()
         self.serve()
         self._restart_pusher()
+        if self.pod_labels is not None:
+            self.pod_labels.start()
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_r, False)
         os.set_blocking(wake_w, False)
@@ -485,6 +492,8 @@ class Daemon:
             )
         if self.pusher is not None:
             self.pusher.stop()
+        if self.pod_labels is not None:
+            self.pod_labels.stop()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
