@@ -53,9 +53,10 @@ def _rotate(log: Path) -> None:
 def writer(rate: int, seconds: float, count_file: Path, log: Path, max_bytes: int) -> None:
     """bench/live.py's lines as json-file records stamped now; rotate past `max_bytes`."""
     out = open(log, "ab")  # noqa: SIM115 (reopened at each rotation)
+    rotations = 0
 
     def write(texts: list[str]) -> None:
-        nonlocal out
+        nonlocal out, rotations
         stamp = _stamp(time.time_ns())
         out.write(
             b"".join(
@@ -70,6 +71,7 @@ def writer(rate: int, seconds: float, count_file: Path, log: Path, max_bytes: in
         if max_bytes and out.tell() >= max_bytes:
             out.close()
             _rotate(log)
+            rotations += 1
             out = open(log, "ab")  # noqa: SIM115
 
     version = generate.VERSIONS[1]
@@ -100,7 +102,7 @@ def writer(rate: int, seconds: float, count_file: Path, log: Path, max_bytes: in
             written += len(chunk)
         time.sleep(max(0.0, started + elapsed + tick - time.monotonic()))
     out.close()
-    count_file.write_text(f"{written} {time.monotonic() - started:.3f}\n")
+    count_file.write_text(f"{written} {time.monotonic() - started:.3f} {rotations}\n")
 
 
 def measure_live_files(
@@ -169,7 +171,7 @@ def measure_live_files(
             )
         t_writer_done = time.time()
         cpu_during = (proc_cpu_seconds(sentinel.pid) or 0.0) - cpu0
-        written_text = count_file.read_text().split() if count_file.exists() else ["0", "0"]
+        written_text = count_file.read_text().split() if count_file.exists() else ["0"] * 3
         written = int(written_text[0])
         deadline = time.monotonic() + 60
         read = 0.0
@@ -186,7 +188,7 @@ def measure_live_files(
             "rate_per_s": rate,
             "seconds": seconds,
             "max_bytes": max_bytes,
-            "rotations": len(list(cdir.glob(f"{log.name}.*"))),
+            "rotations": int(written_text[2]),
             "lines_written": written,
             "writer_seconds": float(written_text[1]),
             "entries_read_by_sentinel": int(read),
