@@ -62,7 +62,7 @@ _TRACEBACK_HEAD = "Traceback (most recent call last):"
 # traceback names the error, so it takes their place (see _Builder.reason_kind).
 _GENERIC_REASON_RE = re.compile(
     r"(?:(?:[A-Za-z_]\w*\.)*[A-Z]\w*Error: )?(?:Received sigquit from a child process"
-    r"|SIGQUIT received from a failing child|Initialization failed\."
+    r"|SIGQUIT received from a failing child|Initialization failed\.|Exception in run_tp_server:"
     r"|Rank \d+ scheduler (?:is dead|died during initialization))"
 )
 # A split server_args line never needs more than a few continuation entries (48K each).
