@@ -346,7 +346,13 @@ FACTS: Final[tuple[Fact, ...]] = (
     ),
     Fact("custom_all_reduce", "bool", "startup", "custom all-reduce off (false): NCCL instead"),
     Fact("custom_all_reduce_disabled_reason", "str", "startup", "why custom all-reduce is off"),
-    Fact("overlap_schedule", "bool", "startup", "overlap scheduler turned off (false) by SGLang"),
+    Fact(
+        "overlap_schedule",
+        "bool",
+        "startup",
+        "overlap scheduler off (false): a line, else the resolved `disable_overlap_schedule`",
+        from_settings=True,
+    ),
     Fact("overlap_schedule_disabled_reason", "str", "startup", "why the overlap scheduler is off"),
     Fact(
         "max_running_requests_limit",
@@ -492,6 +498,13 @@ FACTS: Final[tuple[Fact, ...]] = (
         "str",
         "control",
         "the exception a traceback ends with; replaces a failure_reason that names no error",
+    ),
+    Fact(
+        "traceback_chained",
+        "bool",
+        "control",
+        "a chained traceback goes on (`During handling of the above exception, ...`, `The above "
+        "exception was the direct cause ...`): the next exception is the one the start died of",
     ),
 )
 

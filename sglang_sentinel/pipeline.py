@@ -254,7 +254,13 @@ class Pipeline:
     def _cursor_time(self, cursor: str) -> float:
         """The time a saved cursor is at: a file source's (JSON) or the journal's `t=`."""
         cursor_time = getattr(self.source, "cursor_time", None)
-        return float(cursor_time(cursor)) if callable(cursor_time) else _cursor_time(cursor)
+        if callable(cursor_time):
+            return float(cursor_time(cursor))
+        # Here, not at the top: the sources' face loads the journal reader, which the state
+        # commands (check, report, startups) never need (tests/host/test_startup_cost.py).
+        from .sources import journal_cursor_time
+
+        return journal_cursor_time(cursor)
 
     def _count_cursor_reset(self, reason: str) -> None:
         self.stats.cursor_resets += 1
@@ -469,14 +475,3 @@ def _until(
         ):
             cut.append(True)
             return
-
-
-def _cursor_time(cursor: str) -> float:
-    """The realtime stamp a journal cursor carries (`t=` in hex microseconds); 0 if absent."""
-    for part in cursor.split(";"):
-        if part.startswith("t="):
-            try:
-                return int(part[2:], 16) / 1e6
-            except ValueError:
-                return 0.0
-    return 0.0

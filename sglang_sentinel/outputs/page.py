@@ -20,8 +20,8 @@ from ..compare import LEDGER_CHECK, VERDICTS, UnitStatus, Verdict, describe
 from ..evidence import render_evidence
 from ..facts import page_facts
 from ..model import SEVERITY_ORDER, Comparison, FactValue, Finding, StartupRecord
-from ..text import duration
 from .report import compact_evidence, merged_evidence
+from .wording import outcome
 
 MAX_EVIDENCE = 10
 MAX_TEXT = 300  # longest log-derived string rendered (failure reasons, evidence items)
@@ -229,13 +229,7 @@ def _startup_lines(s: UnitStatus) -> str:
 
 
 def _describe(r: StartupRecord) -> str:
-    took = r.time_to_ready
-    if r.outcome == "ready":
-        state = f"ready in {duration(took)}" if took is not None else "ready"
-    elif r.outcome == "failed":
-        state = "<strong>failed</strong>"
-    else:
-        state = "starting"
+    state = outcome(r, loud=lambda word: f"<strong>{word}</strong>")
     return f"<code>{_e(r.invocation_id[:8])}</code> started {_e(_utc(r.started_at))}, {state}"
 
 
@@ -283,19 +277,31 @@ def _evidence(c: Comparison) -> str:
 
 
 def _log_diff(c: Comparison) -> str:
-    """The downgrade ledger's block: lines new in this startup's log (and those gone)."""
+    """The downgrade ledger's block: lines new in this startup's log, and those of the
+    baseline's gone (information: a fallback that went away), each with its example."""
     diff = c.log_diff
     if not diff or not (diff["new"] or diff["gone"]):
         return ""
-    rows = "".join(
-        f"<li><code>{_e(_clip(str(line['example'])))}</code> "
-        f"<em>({int(line['ranks'])} rank{'s' if line['ranks'] != 1 else ''})</em></li>"
-        for line in diff["new"][:MAX_EVIDENCE]
-    )
-    gone = len(diff["gone"])
-    tail = f"<p>{gone} downgrade message(s) of the baseline not printed now.</p>" if gone else ""
-    head = "<h3>New in this startup's log</h3>"
-    return f'{head}<ul class="log-new">{rows}</ul>{tail}' if rows else f"{head}{tail}"
+    parts = []
+    version = diff.get("version_changed")
+    if version:
+        parts.append(f'<p class="log-version">{_e(_clip(str(version)))}</p>')
+    for title, key, css in (
+        ("New in this startup's log", "new", "log-new"),
+        ("Gone since the baseline (information)", "gone", "log-gone"),
+    ):
+        lines = diff[key]
+        if not lines:
+            continue
+        rows = "".join(
+            f"<li><code>{_e(_clip(str(line['example'])))}</code> "
+            f"<em>({int(line['ranks'])} rank{'s' if line['ranks'] != 1 else ''})</em></li>"
+            for line in lines[:MAX_EVIDENCE]
+        )
+        if len(lines) > MAX_EVIDENCE:
+            rows += f"<li><em>and {len(lines) - MAX_EVIDENCE} more (sentinel diff --log)</em></li>"
+        parts.append(f'<h3>{title}</h3><ul class="{css}">{rows}</ul>')
+    return "".join(parts)
 
 
 def _facts_table(c: Comparison) -> str:

@@ -23,8 +23,9 @@ from sglang_sentinel.model import Rank
 # --- the line prefix -------------------------------------------------------------------------
 
 # An SGLang line starts with its timestamp: "[2026-03-09 21:34:27" (a line that does not is the
-# continuation of one journald split).
-_LINE_START: Final = r"\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}"
+# continuation of one journald split); up to 0.3.x (2024-09) the time had no date, "[23:17:01 TP0]"
+# (tests/fixtures/reallogs/r43).
+_LINE_START: Final = r"\[(?:\d{4}-\d{2}-\d{2} )?\d{2}:\d{2}:\d{2}"
 LINE_START_RE: Final = re.compile(_LINE_START, re.ASCII)
 # re.ASCII: a rank or a line number is never written in non-ASCII digits, and int() on a
 # 5000-digit match would raise; `\d{1,9}` below keeps every rank int() safe.
@@ -90,6 +91,21 @@ def strip_wrappers(message: str) -> str:
             break
         message = message[wrapper.end() :]
     return message
+
+
+def wrapper_end(raw: bytes) -> int:
+    """Where the SGLang line starts in a raw MESSAGE: after the wrappers `strip_wrappers` removes.
+
+    A wrapper is ASCII, so its length in characters is its length in bytes; and its shape tells
+    no digit from another, so the offset is the same for every line with the same digit-masked
+    text (what lets `MemoMatcher` memoise a wrapped line's verdict).
+    """
+    if raw.startswith(b"["):
+        return 0
+    line = raw.decode("utf-8", "replace")
+    if not may_be_wrapped(line):
+        return 0
+    return len(line) - len(strip_wrappers(line))
 
 
 def split_prefix(message: str) -> tuple[str, Rank]:
