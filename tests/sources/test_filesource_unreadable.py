@@ -103,6 +103,4 @@ def test_a_docker_root_it_cannot_search_is_set_up_and_warned_not_a_crash(open_di
         source.open(follow=False)
         source.close()
     assert isinstance(source, CombinedSource)
-    assert [(e["event"], e["directory"]) for e in logs] == [
-        ("log_directory_unreadable", str(root))
-    ]
+    assert [(e["event"], e["directory"]) for e in logs] == [("log_directory_unreadable", str(root))]
