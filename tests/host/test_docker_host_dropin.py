@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -144,3 +145,21 @@ def test_a_group_cannot_find_a_container_and_the_dropins_capability_can(
     got = [(s["outcome"], s["facts"]["max_running_requests"]) for s in doc["startups"]]
     assert got == [("ready", 128)]
     assert "sk-real-docker-9" not in result.stdout + result.stderr
+
+
+def test_the_readme_block_installs_this_dropin_where_uninstall_removes_it() -> None:
+    """The README's `docker-host` block (run by the end-to-end) installs the shipped file into
+    the unit's drop-in directory, which the README's uninstall removes."""
+    sys.path.insert(0, str(REPO / "tests" / "e2e"))
+    import readme_blocks
+
+    block = readme_blocks.blocks()["docker-host"].splitlines()
+    target = "/etc/systemd/system/sglang-sentinel.service.d/docker-host.conf"
+    assert block == [
+        f"install -D -m 0644 deploy/dropins/{DROPIN.name} {target}",
+        "systemctl daemon-reload",
+        "systemctl restart sglang-sentinel",
+    ]
+    assert (REPO / "deploy" / "dropins" / DROPIN.name) == DROPIN
+    uninstall = readme_blocks.install_blocks()["uninstall"]
+    assert "/etc/systemd/system/sglang-sentinel.service.d\n" in uninstall
