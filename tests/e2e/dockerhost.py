@@ -61,8 +61,10 @@ def install_docker(j: Journey) -> str:
         "> /etc/systemd/system/docker.service.d/e2e.conf\n"
         "printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d\n"
         "trap 'rm -f /usr/sbin/policy-rc.d' EXIT\n"
+        # Debian 13 moved the client to docker-cli (a Recommends of docker.io); 12 has none.
+        "cli=$(apt-cache show docker-cli >/dev/null 2>&1 && echo docker-cli || true)\n"
         "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "
-        "docker.io busybox-static\n"
+        "docker.io $cli busybox-static\n"
         "systemctl daemon-reload",
         timeout=600,
     )
