@@ -6,12 +6,13 @@ ledger.py          LogLedger       the downgrade ledger: a startup's window line
                                    templates, downgrade and other (mask, diff: logtemplates.py)
 """
 
-from .ledger import OTHER_KEPT, OTHER_LINES, TEMPLATES_KEPT, LogLedger, Vocabulary
+from .ledger import OTHER_CHARS, OTHER_KEPT, OTHER_LINES, TEMPLATES_KEPT, LogLedger, Vocabulary
 from .tracker import CLOSED_KEPT, LIST_KEPT, StartupTracker
 
 __all__ = [
     "CLOSED_KEPT",
     "LIST_KEPT",
+    "OTHER_CHARS",
     "OTHER_KEPT",
     "OTHER_LINES",
     "TEMPLATES_KEPT",

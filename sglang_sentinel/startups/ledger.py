@@ -14,8 +14,9 @@ templates with its baseline's: templates the baseline never printed are new, and
 `new_downgrade_message` check reports the new downgrade ones; the rest is information.
 
 Bounds per startup: TEMPLATES_KEPT downgrade and OTHER_KEPT other templates, OTHER_LINES
-other lines masked at most (a startup that never becomes ready must not mask every line of
-its life), RANKS_KEPT ranks per template, EXAMPLE_CHARS of each example.
+other lines and OTHER_CHARS of their characters masked at most (a startup that never becomes
+ready, or one whose ready line no rule knows, must not mask every line of its life: 1,000
+lines cost 0.1-0.5 s), RANKS_KEPT ranks per template, EXAMPLE_CHARS of each example.
 
 The mask is deterministic and versioned (`MASK_VERSION`): a baseline stored under another
 version is re-masked from its examples, never compared template for template.
@@ -34,11 +35,12 @@ from ..redact import scrub_text
 from ..rules import split_prefix
 
 # Bounds per startup: distinct templates kept (a line of a further one is counted in
-# `dropped`, or `other_dropped`, as is an other line past OTHER_LINES), ranks remembered per
+# `dropped`, or `other_dropped`, as is an other line past the budgets), ranks remembered per
 # template, characters of the example kept.
 TEMPLATES_KEPT: Final = 64
 OTHER_KEPT: Final = 128
-OTHER_LINES: Final = 20_000
+OTHER_LINES: Final = 1_000
+OTHER_CHARS: Final = 400_000  # each line counted up to the characters it is redacted in
 RANKS_KEPT: Final = 256  # one host's ranks: 8-16 GPUs, each up to one DP, TP and EP label
 EXAMPLE_CHARS: Final = 400
 
@@ -47,10 +49,13 @@ EXAMPLE_CHARS: Final = 400
 _SECRET_CHARS: Final = BODY_CHARS
 _SCRUB_CHARS: Final = BODY_CHARS + _SECRET_CHARS
 # Startup-window lines that are not a message of the startup: the resolved settings (their
-# own diff reads them), uvicorn access lines (a warm-up or health request) and tqdm bars.
+# own diff reads them), batch lines in a layout no batch rule knows (the known ones never
+# reach the ledger), uvicorn access lines (a warm-up or health request) and tqdm bars.
 _NOT_MESSAGES: Final = (
     "server_args=",
     "ServerArgs(",
+    "Decode batch",
+    "Prefill batch",
     '" 200 ',
     ' HTTP/1.1" ',
     "it/s]",
@@ -134,11 +139,17 @@ class LogLedger:
     other: bool = True
     other_kept: int = 0  # entries of kind other
     other_lines: int = 0  # other lines offered
+    other_chars: int = 0  # and their characters, each up to _SCRUB_CHARS
     other_dropped: int = 0
 
     def takes_other(self) -> bool:
         """Whether a line without a downgrade word is still worth masking (the cheap test)."""
-        return self.recorded and self.other and self.other_lines < OTHER_LINES
+        return (
+            self.recorded
+            and self.other
+            and self.other_lines < OTHER_LINES
+            and self.other_chars < OTHER_CHARS
+        )
 
     def offer(self, message: str, matches: Iterable[RuleMatch] = (), kind: str = DOWNGRADE) -> bool:
         """Add one startup-window line (the whole message, prefix and all) of this kind (a
@@ -149,7 +160,8 @@ class LogLedger:
             if not self.other:
                 return False
             self.other_lines += 1
-            if self.other_lines > OTHER_LINES:
+            self.other_chars += min(len(message), _SCRUB_CHARS)
+            if self.other_lines > OTHER_LINES or self.other_chars > OTHER_CHARS:
                 self.other_dropped += 1
                 return True
         body, rank = split_prefix(message)
@@ -202,7 +214,11 @@ class LogLedger:
             "dropped": self.dropped,
         }
         if self.other:
-            doc["other"] = {"lines": self.other_lines, "dropped": self.other_dropped}
+            doc["other"] = {
+                "lines": self.other_lines,
+                "chars": self.other_chars,
+                "dropped": self.other_dropped,
+            }
         return doc
 
     @classmethod
@@ -215,6 +231,7 @@ class LogLedger:
         ledger = cls(dropped=int(doc.get("dropped", 0)), other=isinstance(other, Mapping))
         if isinstance(other, Mapping):
             ledger.other_lines = int(other.get("lines", 0))
+            ledger.other_chars = int(other.get("chars", 0))
             ledger.other_dropped = int(other.get("dropped", 0))
         for item in doc.get("templates", ()):
             kind = OTHER if item.get("kind") == OTHER else DOWNGRADE
@@ -233,6 +250,7 @@ __all__ = [
     "DOWNGRADE",
     "EXAMPLE_CHARS",
     "OTHER",
+    "OTHER_CHARS",
     "OTHER_KEPT",
     "OTHER_LINES",
     "RANKS_KEPT",

@@ -21,6 +21,7 @@ from sglang_sentinel.model import UNIT_STARTED, JournalEntry, StartupRecord
 from sglang_sentinel.outputs import render_log_diff, render_page
 from sglang_sentinel.rules import MemoMatcher, default_rules_dir, load_rules
 from sglang_sentinel.startups import (
+    OTHER_CHARS,
     OTHER_KEPT,
     OTHER_LINES,
     TEMPLATES_KEPT,
@@ -273,7 +274,12 @@ def test_lines_after_ready_and_server_args_are_not_in_the_ledger() -> None:
         ),
         ("other", "The server is fired up and ready to roll!"),
     ]
-    assert record.ledger["other"] == {"lines": 3, "dropped": 0}
+    window = startup()
+    assert record.ledger["other"] == {
+        "lines": 3,
+        "chars": sum(map(len, window[:3])),
+        "dropped": 0,
+    }
 
 
 def test_the_ledger_is_bounded_and_counts_what_it_dropped() -> None:
@@ -294,27 +300,38 @@ def test_other_lines_are_bounded_in_templates_and_in_lines_masked() -> None:
     startup that never becomes ready must not mask every line of its life); downgrade lines
     are taken all the same."""
     ledger = LogLedger()
+    line = "[2026-03-09 21:31:24 TP{}] Step s{}"
     for i in range(OTHER_KEPT + 7):
-        ledger.offer(
-            f"[2026-03-09 21:31:24 TP0] Step s{chr(97 + i // 26)}{chr(97 + i % 26)}", (), "other"
-        )
+        ledger.offer(line.format(0, chr(97 + i // 26) + chr(97 + i % 26)), (), "other")
     doc = ledger.to_doc()
     assert doc is not None
     assert len(doc["templates"]) == OTHER_KEPT == 128
-    assert doc["other"] == {"lines": OTHER_KEPT + 7, "dropped": 7}
-    for _ in range(OTHER_LINES):
-        ledger.offer("[2026-03-09 21:31:24 TP1] Step saa", (), "other")
-    assert not ledger.takes_other() and OTHER_LINES == 20_000
-    assert ledger.offer("[2026-03-09 21:31:24 TP2] Step saa", (), "other")  # counted only
+    assert doc["other"] == {"lines": OTHER_KEPT + 7, "chars": 34 * (OTHER_KEPT + 7), "dropped": 7}
+    while ledger.takes_other():
+        ledger.offer(line.format(1, "aa"), (), "other")
+    assert ledger.other_lines == OTHER_LINES == 1_000
+    assert ledger.offer(line.format(2, "aa"), (), "other")  # past the budget: counted only
     assert ledger.offer("[2026-03-09 21:31:24] Feature x is disabled")
     doc = ledger.to_doc()
     assert doc is not None
     saa = [t for t in doc["templates"] if t["template"] == "Step saa"]
     assert saa[0]["ranks"] == ["TP0", "TP1"]
-    # Lines past the budget are counted, never masked: all of them past line 20,000.
-    lines = OTHER_KEPT + 7 + OTHER_LINES + 1
-    assert doc["other"] == {"lines": lines, "dropped": 7 + lines - OTHER_LINES}
+    assert doc["other"] == {
+        "lines": OTHER_LINES + 1,
+        "chars": 34 * (OTHER_LINES + 1),
+        "dropped": 7 + 1,
+    }
     assert doc["templates"][-1]["kind"] == "downgrade"
+
+
+def test_long_other_lines_are_bounded_in_characters_masked() -> None:
+    """Each other line counts up to the 4,000 characters it is redacted in, OTHER_CHARS in all."""
+    ledger = LogLedger()
+    n = 0
+    while ledger.takes_other():
+        ledger.offer(f"[2026-03-09 21:31:24] Step {n} " + "x" * 9000, (), "other")
+        n += 1
+    assert (n, ledger.other_chars, OTHER_CHARS) == (100, 400_000, 400_000)
 
 
 def test_a_baseline_without_other_lines_compares_downgrades_only() -> None:
