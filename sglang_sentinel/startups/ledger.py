@@ -247,9 +247,7 @@ class LogLedger:
 
 
 __all__ = [
-    "DOWNGRADE",
     "EXAMPLE_CHARS",
-    "OTHER",
     "OTHER_CHARS",
     "OTHER_KEPT",
     "OTHER_LINES",

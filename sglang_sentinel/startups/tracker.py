@@ -18,6 +18,7 @@ from typing import Any
 from ..fact_ranges import sane_facts
 from ..facts import FROM_SETTINGS, RUNTIME_FACTS, STARTUP_FACTS
 from ..logs import Logger
+from ..logtemplates import DOWNGRADE, OTHER
 from ..model import (
     UNIT_FAILED,
     UNIT_PROCESS_EXIT,
@@ -46,7 +47,7 @@ from .decode_samples import (
     SHAPE_MASK,
     DecodeState,
 )
-from .ledger import DOWNGRADE, OTHER, LogLedger, Vocabulary
+from .ledger import LogLedger, Vocabulary
 
 log = Logger("sglang_sentinel")
 
