@@ -111,7 +111,7 @@ fi
 
 stamp=.venv/.sentinel-pyproject.sha256
 # setup.py and the C reader's source too: a change to either needs the extension built again.
-want=$(cat pyproject.toml setup.py sglang_sentinel/sources/_journalread.c | sha256sum | cut -d' ' -f1)
+want=$(cat pyproject.toml setup.py sglang_sentinel/sources/_journalread.c sglang_sentinel/sources/_fileread.c | sha256sum | cut -d' ' -f1)
 have=$(cat "$stamp" 2>/dev/null || true)
 # Reinstall when pyproject changed, a dependency is gone, or the editable install points at
 # another checkout (a copied or moved tree).

@@ -63,7 +63,7 @@ _TRACEBACK_HEAD = "Traceback (most recent call last):"
 # traceback names the error, so it takes their place (see _Builder.reason_kind).
 _GENERIC_REASON_RE = re.compile(
     r"(?:(?:[A-Za-z_]\w*\.)*[A-Z]\w*Error: )?(?:Received sigquit from a child process"
-    r"|SIGQUIT received from a failing child|Initialization failed\."
+    r"|SIGQUIT received from a failing child|Initialization failed\.|Exception in run_tp_server:"
     r"|Rank \d+ scheduler (?:is dead|died during initialization))"
 )
 # A split server_args line never needs more than a few continuation entries (48K each).
@@ -79,6 +79,26 @@ CLOSED_KEPT = 256
 LATE, LOGGED, RECORDED = "late", "logged", "recorded"
 # Wall and monotonic clocks may disagree this much (seconds) before it counts as a clock step.
 CLOCK_STEP_TOLERANCE_S = 2.0
+
+
+# The builder's fields stored as they are (state/codec.py: builder_to_json, BuilderDoc); the
+# others are converted on the way (primary, decode, clock_notes, ledger) or never stored.
+_SAVED = (
+    "unit",
+    "invocation_id",
+    "started_at",
+    "ready_at",
+    "ended_at",
+    "failure_reason",
+    "exit_status",
+    "facts",
+    "rule_hits",
+    "server_args",
+    "flags",
+    "has_server_args_line",
+    "start_mono",
+    "ready_mono",
+)
 
 
 @dataclass(slots=True)
@@ -160,22 +180,9 @@ class _Builder:
         """This builder as the builders table stores it (state/codec.py writes the shape)."""
         self.settle()
         return builder_to_json(
-            unit=self.unit,
-            invocation_id=self.invocation_id,
-            started_at=self.started_at,
-            ready_at=self.ready_at,
-            ended_at=self.ended_at,
-            failure_reason=self.failure_reason,
-            exit_status=self.exit_status,
-            facts=self.facts,
+            **{name: getattr(self, name) for name in _SAVED},
             primary=self.primary,
-            rule_hits=self.rule_hits,
-            server_args=self.server_args,
-            flags=self.flags,
-            has_server_args_line=self.has_server_args_line,
             decode=self.decode.to_dict(),
-            start_mono=self.start_mono,
-            ready_mono=self.ready_mono,
             clock_notes=self.clock_notes,
             ledger=self.ledger.to_doc(),
         )
@@ -184,22 +191,9 @@ class _Builder:
     def from_json(cls, text: str) -> _Builder:
         d = builder_from_json(text)
         return cls(
-            unit=d.unit,
-            invocation_id=d.invocation_id,
-            started_at=d.started_at,
-            ready_at=d.ready_at,
-            ended_at=d.ended_at,
-            failure_reason=d.failure_reason,
-            exit_status=d.exit_status,
-            facts=d.facts,
+            **{name: getattr(d, name) for name in _SAVED},
             primary=set(d.primary),
-            rule_hits=d.rule_hits,
-            server_args=d.server_args,
-            flags=d.flags,
-            has_server_args_line=d.has_server_args_line,
             decode=DecodeState.from_dict(d.decode),
-            start_mono=d.start_mono,
-            ready_mono=d.ready_mono,
             clock_notes=list(d.clock_notes),
             ledger=LogLedger.from_doc(d.ledger),
             reason_kind=(

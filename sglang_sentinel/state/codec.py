@@ -45,9 +45,11 @@ def plain(value: Any, *, finite: bool = False) -> Any:
     server_args repr may hold) writable with `sort_keys`. With `finite`, the floats JSON cannot
     carry (nan, inf) become their Python spelling, as the `--json` contract prints them.
     """
-    if isinstance(value, Mapping):
+    cls = value.__class__
+    # Exact types first: most values are, and the Mapping ABC's isinstance is the slow test.
+    if cls is dict or (cls is not list and cls is not tuple and isinstance(value, Mapping)):
         return {json_key(k): plain(v, finite=finite) for k, v in value.items()}
-    if isinstance(value, list | tuple):
+    if cls is list or cls is tuple or isinstance(value, list | tuple):
         if not finite and _SCALARS.issuperset(map(type, value)):
             # Nothing in it to convert (a decode sample, a flag list): the bulk of a record.
             return list(value)

@@ -61,6 +61,20 @@ def test_a_wrapped_sglang_line_splits_like_the_bare_line(wrapper: str) -> None:
     assert strip_wrappers(wrapper + SUMMARY) == SUMMARY
 
 
+def test_a_0_3_line_without_a_date_splits_like_a_dated_one() -> None:
+    """Up to 0.3.x the prefix was `[HH:MM:SS TPn] ` (real, sgl-project/sglang#1479)."""
+    assert split_prefix("[23:17:08 TP4] Exception in run_tp_server:") == (
+        "Exception in run_tp_server:",
+        Rank(tp=4),
+    )
+    assert split_prefix("[23:17:03] server_args=ServerArgs(tp_size=8)") == (
+        "server_args=ServerArgs(tp_size=8)",
+        Rank(),
+    )
+    for other in ("[23:17] Exception in run_tp_server:", "[2:17:08 TP4] x", "[23:17:08TP4] x"):
+        assert split_prefix(other) == (other, Rank())
+
+
 @pytest.mark.parametrize("line", UNWRAPPED)
 def test_a_line_that_is_not_wrapped_is_unchanged(line: str) -> None:
     assert strip_wrappers(line) == line
@@ -198,6 +212,15 @@ REASONS: dict[str, tuple[list[str], str | None]] = {
             SIGQUIT,
         ],
         "Capture cuda graph failed: ninja exited with status 1",
+    ),
+    "v03-tp-server-exception": (
+        [
+            "[23:17:08 TP4] Exception in run_tp_server:",
+            "Traceback (most recent call last):",
+            FRAME,
+            "RuntimeError: CUDA error: out of memory",
+        ],
+        "RuntimeError: CUDA error: out of memory",
     ),
     "oom-stays-constant": (
         [HEAD, FRAME, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."],
