@@ -138,6 +138,19 @@ def test_corpus_cases_are_complete() -> None:
         }, case
 
 
+_URL_LINE = re.compile(r"^- URL: https://\S+", re.MULTILINE)
+
+
+def test_corpus_sources_are_traced() -> None:
+    """At least 40 startups name the public URL they were pasted at (issue 19)."""
+    traced = []
+    for case in CASES:
+        source = (CORPUS / case / "source.md").read_text(encoding="utf-8")
+        if _URL_LINE.search(source) and "Not traced" not in source:
+            traced.append(case)
+    assert len(traced) >= 40, f"{len(traced)} of {len(CASES)} cases name their URL"
+
+
 def test_corpus_score(recorded: dict[str, dict[str, Any]]) -> None:
     """Every fact a person reads from a real log is read, or named as a known miss with why."""
     totals = {"right": 0, "missed": 0, "wrong": 0, "invented": 0}
