@@ -1,11 +1,34 @@
-"""The optional C reader (sglang_sentinel/sources/_journalread.c); everything else is in pyproject.toml.
+"""The optional C parts; everything else is in pyproject.toml.
 
-Built when a compiler, the Python headers and libsystemd's (libsystemd-dev) are there, as
-systemd-python itself needs them; without them the build says why and the package runs its
-pure-Python reader (`sentinel --version` names the one it runs).
+- The C reader (sglang_sentinel/sources/_journalread.c): built when a compiler, the Python headers
+  and libsystemd's (libsystemd-dev) are there, as systemd-python itself needs them; without them
+  the build says why and the package runs its pure-Python reader.
+- The hot path compiled with mypyc (the modules sglang_sentinel/compiled.py lists), only on request:
+  SENTINEL_MYPYC=1 in the environment of `pip install`, which then also fetches mypy into the
+  build (tools/build_backend.py). Off by default: it costs a minute of build per Python, and an
+  editable install would run the compiled copy until rebuilt (scripts/bootstrap.sh rebuilds).
+
+`sentinel --version` names what runs: the journal reader and the hot path (compiled or pure).
 """
 
+from __future__ import annotations
+
+import os
+import runpy
+
 from setuptools import Extension, setup
+
+
+def compiled_hot_path() -> list[Extension]:
+    """The mypyc extensions when SENTINEL_MYPYC=1 asks for them, else none (pure Python)."""
+    if os.environ.get("SENTINEL_MYPYC", "") != "1":
+        return []
+    from mypyc.build import mypycify  # asked for: fail loudly without mypy
+
+    paths = runpy.run_path("sglang_sentinel/compiled.py")["COMPILED"]
+    # One shared library inside the package (not a top-level module beside it).
+    return mypycify(list(paths), opt_level="3", group_name="sglang_sentinel._native")
+
 
 setup(
     ext_modules=[
@@ -15,6 +38,7 @@ setup(
             libraries=["systemd"],
             extra_compile_args=["-O2"],
             optional=True,
-        )
+        ),
+        *compiled_hot_path(),
     ]
 )

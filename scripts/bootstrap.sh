@@ -4,6 +4,8 @@
 #   scripts/bootstrap.sh               what `make demo` and `make check` need
 #   scripts/bootstrap.sh --test-peers  also the real binaries the tests and benchmarks cross
 #                                      into (prometheus, prometheus-alertmanager, mtail, sqlite3)
+#   SENTINEL_MYPYC=1 scripts/bootstrap.sh  .venv's hot path compiled with mypyc (setup.py), as
+#                                      `make ci` tests it; without it .venv runs it pure
 #
 # Idempotent and quick when everything is already there. Run as root on a fresh Debian 12.
 # Test peers are used as binaries only: a peer package this script installs gets its services
@@ -109,9 +111,35 @@ if [[ ! -x .venv/bin/python ]]; then
     "$PYTHON" -m venv .venv
 fi
 
+# SENTINEL_MYPYC=1 builds the hot path compiled with mypyc (setup.py; `make ci` asks for it), else
+# it runs pure. The compiled modules sit beside their sources and shadow them, so a compiled
+# .venv is rebuilt whenever one of those sources changes, and a pure one leaves none behind.
+hot_path=pure
+compiled_sources=()
+if [[ ${SENTINEL_MYPYC:-} == 1 ]]; then
+    hot_path=compiled
+    mapfile -t compiled_sources < <("$PYTHON" -c \
+        'import runpy; print(*runpy.run_path("sglang_sentinel/compiled.py")["COMPILED"], sep="\n")')
+else
+    export SENTINEL_MYPYC=  # pip's build reads it too
+    if [[ -x .venv/bin/python ]]; then
+        suffix=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+        rm -f sglang_sentinel/_native__mypyc"$suffix"
+        while read -r source; do
+            rm -f "${source%.py}$suffix"
+        done < <("$PYTHON" -c \
+            'import runpy; print(*runpy.run_path("sglang_sentinel/compiled.py")["COMPILED"], sep="\n")')
+    fi
+fi
+
 stamp=.venv/.sentinel-pyproject.sha256
-# setup.py and the C reader's source too: a change to either needs the extension built again.
-want=$(cat pyproject.toml setup.py sglang_sentinel/sources/_journalread.c | sha256sum | cut -d' ' -f1)
+# setup.py and the C reader's source too: a change to either needs the extension built again;
+# so does a change of the hot path's build, or of a compiled module's source.
+want=$({
+    echo "hot path: $hot_path"
+    cat pyproject.toml setup.py tools/build_backend.py sglang_sentinel/sources/_journalread.c
+    cat sglang_sentinel/compiled.py "${compiled_sources[@]}"
+} | sha256sum | cut -d' ' -f1)
 have=$(cat "$stamp" 2>/dev/null || true)
 # Reinstall when pyproject changed, a dependency is gone, or the editable install points at
 # another checkout (a copied or moved tree).
@@ -126,7 +154,7 @@ assert spec is not None and spec.origin is not None
 assert pathlib.Path(spec.origin).resolve().is_relative_to(pathlib.Path(sys.argv[1]).resolve())
 assert pathlib.Path(sys.prefix, "bin", "ruff").exists()
 PY
-    say "installing sglang-sentinel and dev dependencies into .venv"
+    say "installing sglang-sentinel (hot path $hot_path) and dev dependencies into .venv"
     log=.venv/.sentinel-pip.log
     if ! .venv/bin/python -m pip install -e '.[dev]' >"$log" 2>&1; then
         tail -n 40 "$log" >&2
@@ -136,5 +164,5 @@ PY
     printf '%s\n' "$want" >"$stamp"
 fi
 # pip builds the C journal reader when gcc and libsystemd-dev are there, else warns and the
-# package reads with python-systemd; --version says which.
+# package reads with python-systemd; --version says which, and whether the hot path is compiled.
 say "ready: $(.venv/bin/sentinel --version)"
