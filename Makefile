@@ -1,7 +1,7 @@
 # The README's commands. Every target uses .venv/bin/... directly; bootstrap prepares it.
 BIN := .venv/bin
 
-.PHONY: bootstrap bootstrap-test demo test test-pythons check bench bench-smoke ci dashboard facts-doc metrics-doc e2e soak prometheusrule
+.PHONY: bootstrap bootstrap-test demo demo-files test test-pythons check bench bench-smoke ci dashboard facts-doc metrics-doc e2e soak prometheusrule
 
 # What demo and check need; bootstrap-test adds the test peers (prometheus, alertmanager,
 # mtail, sqlite3), used as binaries with their services left disabled.
@@ -30,18 +30,24 @@ check: bootstrap
 	$(BIN)/python -m sglang_sentinel.facts --check
 	$(BIN)/python -m tools.metrics_doc --check
 	$(BIN)/python -m tools.prometheusrule --check
+	$(BIN)/python -m tools.demo_files --check
 
 # Regenerate docs/architecture.md's facts table from sglang_sentinel/facts.py.
 facts-doc: bootstrap
 	$(BIN)/python -m sglang_sentinel.facts
 
-# Regenerate docs/architecture.md's metrics table from the collector (tools/metrics_doc.py).
+# Regenerate README.md's and docs/architecture.md's metrics tables from
+# sglang_sentinel/daemon/families.py (tools/metrics_doc.py).
 metrics-doc: bootstrap
 	$(BIN)/python -m tools.metrics_doc
 
 # Regenerate deploy/grafana/sglang-sentinel.json from tools/grafana.py (a build-time tool).
 dashboard: bootstrap
 	$(BIN)/python -m tools.grafana
+
+# Regenerate demo/docker and demo/pods (the demo's container case) from demo/journal.export.
+demo-files: bootstrap
+	$(BIN)/python -m tools.demo_files
 
 # Regenerate deploy/kubernetes/prometheusrule.yaml from deploy/prometheus/*.yml.
 prometheusrule: bootstrap

@@ -346,7 +346,13 @@ FACTS: Final[tuple[Fact, ...]] = (
     ),
     Fact("custom_all_reduce", "bool", "startup", "custom all-reduce off (false): NCCL instead"),
     Fact("custom_all_reduce_disabled_reason", "str", "startup", "why custom all-reduce is off"),
-    Fact("overlap_schedule", "bool", "startup", "overlap scheduler turned off (false) by SGLang"),
+    Fact(
+        "overlap_schedule",
+        "bool",
+        "startup",
+        "overlap scheduler off (false): a line, else the resolved `disable_overlap_schedule`",
+        from_settings=True,
+    ),
     Fact("overlap_schedule_disabled_reason", "str", "startup", "why the overlap scheduler is off"),
     Fact(
         "max_running_requests_limit",

@@ -25,6 +25,7 @@ from .model import (
     parse_selector,
 )
 from .rules import MemoMatcher, RuleSet, default_rules_dir, load_rules
+from .sources import journal_cursor_time
 from .state import StateStore
 
 if TYPE_CHECKING:
@@ -237,7 +238,7 @@ class Pipeline:
     def _cursor_time(self, cursor: str) -> float:
         """The time a saved cursor is at: a file source's (JSON) or the journal's `t=`."""
         cursor_time = getattr(self.source, "cursor_time", None)
-        return float(cursor_time(cursor)) if callable(cursor_time) else _cursor_time(cursor)
+        return float(cursor_time(cursor)) if callable(cursor_time) else journal_cursor_time(cursor)
 
     def _count_cursor_reset(self, reason: str) -> None:
         self.stats.cursor_resets += 1
@@ -452,14 +453,3 @@ def _until(
         ):
             cut.append(True)
             return
-
-
-def _cursor_time(cursor: str) -> float:
-    """The realtime stamp a journal cursor carries (`t=` in hex microseconds); 0 if absent."""
-    for part in cursor.split(";"):
-        if part.startswith("t="):
-            try:
-                return int(part[2:], 16) / 1e6
-            except ValueError:
-                return 0.0
-    return 0.0

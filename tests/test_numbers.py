@@ -13,12 +13,12 @@ from journaltools import StartupScript, build_journal
 from prometheus_client import CollectorRegistry, generate_latest
 
 from sglang_sentinel.cli import main
-from sglang_sentinel.compare import UnitStatus, load_policy
+from sglang_sentinel.compare import Snapshot, UnitStatus, load_policy
 from sglang_sentinel.daemon.metrics import SentinelCollector
 from sglang_sentinel.evidence import render_evidence
 from sglang_sentinel.fact_ranges import problem, sane_facts
 from sglang_sentinel.facts import KNOWN_FACTS, RANGES, STARTUP_FACTS
-from sglang_sentinel.model import Comparison, StartupRecord, Stats
+from sglang_sentinel.model import Comparison, StartupRecord
 
 HUGE = "9" * 400
 UNIT = "sglang-qwen.service"
@@ -164,11 +164,10 @@ def test_metrics_page_survives_values_stored_before_sanitizing() -> None:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(
         SentinelCollector(
-            views=lambda: [UnitStatus(UNIT, comparison, None, (), False, {"ready": 1}, runtime)],
-            stats=Stats(),
-            rule_hits=dict,
-            policy=load_policy,
-            baselines_pinned=set,
+            lambda: Snapshot(
+                units=(UnitStatus(UNIT, comparison, None, (), False, {"ready": 1}, runtime),),
+                policy=load_policy(),
+            )
         )
     )
     page = generate_latest(registry).decode()

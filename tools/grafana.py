@@ -20,7 +20,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from sglang_sentinel.compare import Policy
+from sglang_sentinel.compare import Snapshot
 from sglang_sentinel.daemon import PREFIX, SentinelCollector
 from sglang_sentinel.model import Stats
 
@@ -50,13 +50,8 @@ def exported_metric_names() -> set[str]:
     """Every series name the sentinel's collector exports, read from a fresh registry."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(
-        SentinelCollector(
-            views=list,
-            stats=Stats(last_entry_realtime=0.0),  # so the optional journal gauges appear too
-            rule_hits=dict,
-            policy=lambda: Policy(checks={}),
-            baselines_pinned=set,
-        )
+        # Stats that say an entry was read, so the optional journal gauges appear too.
+        SentinelCollector(lambda: Snapshot(stats=Stats(last_entry_realtime=0.0)))
     )
     names: set[str] = set()
     for family in registry.collect():

@@ -1,9 +1,10 @@
-"""The metrics table of docs/architecture.md, generated from the collector: `python -m
-tools.metrics_doc [--check]` (`make metrics-doc`; `make check` runs `--check`).
+"""The metrics tables of README.md and docs/architecture.md, generated from the one declaration
+of every family (sglang_sentinel/daemon/families.py): `python -m tools.metrics_doc [--check]`
+(`make metrics-doc`; `make check` runs `--check`).
 
-Each family is declared once, where the collector builds it (name, kind, help, labels); this
-asks a collector for every family it builds and writes them out, so the table cannot lack a
-series the sentinel exports or name one it does not. A build-time tool, like tools/grafana.py.
+Each family is declared once (name, kind, help, labels, the field it reads) and the collector
+builds it from there, so a table cannot lack a series the sentinel exports or name one it does
+not. A build-time tool, like tools/grafana.py.
 """
 
 from __future__ import annotations
@@ -13,71 +14,88 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from prometheus_client.core import Metric
+from sglang_sentinel.daemon.families import FAMILIES, Family
 
-from sglang_sentinel.compare import Policy
-from sglang_sentinel.daemon import SentinelCollector
-from sglang_sentinel.model import Stats
-
-DOC_PATH = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
-_BEGIN = "<!-- metrics table: generated from the collector by `make metrics-doc` -->"
+REPO = Path(__file__).resolve().parent.parent
+README_PATH = REPO / "README.md"
+DOC_PATH = REPO / "docs" / "architecture.md"
+_BEGIN = "<!-- metrics table: generated from sglang_sentinel/daemon/families.py by `make metrics-doc` -->"
 _END = "<!-- end of metrics table -->"
-# The exposition's suffix of a family kind: a counter `x` is `x_total`, an info `x` is `x_info`.
-_SUFFIX = {"counter": "_total", "info": "_info"}
 
 
-def families() -> list[Metric]:
-    """Every family a scrape can carry: the series that exist only once a journal entry was read
-    (its time and age) are built from stats that say one was."""
-    collector = SentinelCollector(
-        views=lambda: [],
-        stats=Stats(last_entry_realtime=1.0),
-        rule_hits=dict,
-        policy=lambda: Policy(checks={}),
-        baselines_pinned=set,
-    )
-    return list(collector.collect())
+def families() -> tuple[Family, ...]:
+    """Every family a scrape can carry, in /metrics order."""
+    return FAMILIES
 
 
-def exposed_name(family: Metric) -> str:
-    return family.name + _SUFFIX.get(family.type, "")
+def exposed_name(family: Family) -> str:
+    return family.exposed_name
 
 
 def markdown_table() -> str:
+    """docs/architecture.md's table: name, kind, labels and the /metrics help."""
     rows = [_BEGIN, "| metric | type | labels | meaning |", "|---|---|---|---|"]
-    for f in families():
-        labels = ", ".join(getattr(f, "_labelnames", ()))
-        rows.append(f"| `{exposed_name(f)}` | {f.type} | {labels} | {f.documentation} |")
+    for f in FAMILIES:
+        rows.append(f"| `{f.exposed_name}` | {f.kind} | {', '.join(f.labels)} | {f.help} |")
     rows.append(_END)
     return "\n".join(rows)
 
 
-def with_table(doc: str) -> str:
-    head, begin, rest = doc.partition(_BEGIN)
+def readme_table() -> str:
+    """README.md's table: as the architecture one, plus the field each family reads and notes."""
+    rows = [
+        _BEGIN,
+        "| metric | type | labels | reads | meaning |",
+        "|---|---|---|---|---|",
+    ]
+    for f in FAMILIES:
+        meaning = f"{f.help} {f.note}" if f.note else f.help
+        labels = ", ".join(f.labels)
+        rows.append(f"| `{f.exposed_name}` | {f.kind} | {labels} | `{f.reads}` | {meaning} |")
+    rows.append(_END)
+    return "\n".join(rows)
+
+
+def _with(doc: str, begin_marker: str, table: str) -> str:
+    head, begin, rest = doc.partition(begin_marker)
     _, end, tail = rest.partition(_END)
     if not begin or not end:
-        raise ValueError(f"the metrics table markers are missing: {_BEGIN!r} ... {_END!r}")
-    return head + markdown_table() + tail
+        raise ValueError(f"the metrics table markers are missing: {begin_marker!r} ... {_END!r}")
+    return head + table + tail
+
+
+def with_table(doc: str) -> str:
+    """docs/architecture.md's text with its table regenerated."""
+    return _with(doc, _BEGIN, markdown_table())
+
+
+def with_readme_table(doc: str) -> str:
+    """README.md's text with its table regenerated."""
+    return _with(doc, _BEGIN, readme_table())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.metrics_doc", description=__doc__)
-    parser.add_argument("--check", action="store_true", help="fail if the table is out of date")
-    parser.add_argument("path", nargs="?", type=Path, default=DOC_PATH)
+    parser.add_argument("--check", action="store_true", help="fail if a table is out of date")
+    parser.add_argument("--doc", type=Path, default=DOC_PATH, help="docs/architecture.md")
+    parser.add_argument("--readme", type=Path, default=README_PATH, help="README.md")
     args = parser.parse_args(argv)
-    doc = args.path.read_text(encoding="utf-8")
-    new = with_table(doc)
-    if args.check:
-        if new != doc:
+    stale = 0
+    for path, regenerate in ((args.doc, with_table), (args.readme, with_readme_table)):
+        doc = path.read_text(encoding="utf-8")
+        new = regenerate(doc)
+        if new == doc:
+            continue
+        if args.check:
             print(
-                f"{args.path}: the metrics table differs from the collector; run `make metrics-doc`",
+                f"{path}: the metrics table differs from sglang_sentinel/daemon/families.py; "
+                "run `make metrics-doc`",
                 file=sys.stderr,
             )
-            return 1
-        return 0
-    if new != doc:
-        args.path.write_text(new, encoding="utf-8")
-    return 0
+            stale = 1
+        else:
+            path.write_text(new, encoding="utf-8")
+    return stale
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ decode_stats.py    describe             decode samples compared bucket by bucket
 launch.py          common_evidence      what differs at launch: flags, server_args, free memory
 status.py          unit_status, evaluate  the read model: each unit's latest decided startup compared,
                                         the one under way judged now, and its verdict; what check,
-                                        report, scan, the page and /metrics read
+                                        report, scan, the page and /metrics read;
+                   Snapshot             what one scrape of /metrics reads, taken at once
 """
 
 from .checks import ALERT_NAMES, CHECKS, TABLE, Check, alert_name, runbook_url
@@ -22,6 +23,7 @@ from .status import (
     HISTORY,
     VERDICTS,
     Evaluate,
+    Snapshot,
     UnitStatus,
     Verdict,
     evaluate,
@@ -39,6 +41,7 @@ __all__ = [
     "Check",
     "Evaluate",
     "Policy",
+    "Snapshot",
     "UnitStatus",
     "Verdict",
     "accepted_patterns",

@@ -65,8 +65,17 @@ TABLE: tuple[Check, ...] = (
     ),
     _check("piecewise_cuda_graph_disabled", "SGLangPiecewiseCudaGraphDisabled", severity="warning"),
     _check("cuda_graph_disabled", "SGLangCudaGraphDisabled", severity="critical"),
+    # The overlap scheduler on in the baseline, off now: a line said so, or only the resolved
+    # server_args (`disable_overlap_schedule=True`; 0.5.23 turns it off for mamba silently).
+    _check("overlap_schedule_disabled", "SGLangOverlapScheduleDisabled", severity="warning"),
     # Triton MoE configs missing now that were not missing in the baseline.
     _check("moe_config_missing", "SGLangMoEConfigMissing", severity="warning"),
+    # Triton MoE configs of another Triton version used now (this version's file missing)
+    # that the baseline did not need.
+    _check("moe_config_fallback", "SGLangMoEConfigFallback", severity="warning"),
+    # W8A8 block FP8/INT8 GEMM shapes run with the default kernel config now (no tuned file)
+    # that the baseline had tuned.
+    _check("block_gemm_config_missing", "SGLangBlockGemmConfigMissing", severity="warning"),
     _check("startup_failed", "SGLangStartupFailed", severity="critical"),
     # The memory profile left a negative KV pool (`... is larger than the profiled value -N`):
     # the start cannot hold a request. Judged whatever the outcome, as soon as the line is read.

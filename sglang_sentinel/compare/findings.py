@@ -18,6 +18,26 @@ from .ledger_check import ledger_diff, ledger_finding
 from .policy import DROP_CHECKS, SWITCH_CHECKS, Policy
 from .runtime_checks import decode_result, runtime_findings
 
+# The checks of a list fact of the same name, each new entry (a config file name: its shape)
+# named, with what the message says of them. The tracker bounds a list fact
+# (startups.LIST_KEPT); a message names the first _LIST_SHOWN, the finding's `current` all.
+LIST_CHECKS = {
+    "moe_config_missing": 'Triton MoE kernel config missing (untuned, "sub-optimal"): ',
+    "moe_config_fallback": (
+        "Triton MoE kernel config of another Triton version used (none for this one, "
+        '"sub-optimal"): '
+    ),
+    "block_gemm_config_missing": (
+        'W8A8 block FP8/INT8 GEMM config missing (default kernel config, "sub-optimal"): '
+    ),
+}
+_LIST_SHOWN = 8
+# switch fact -> the fact with the reason SGLang logged for turning it off.
+_REASONS = {
+    "piecewise_cuda_graph": "piecewise_cuda_graph_disabled_reason",
+    "overlap_schedule": "overlap_schedule_disabled_reason",
+}
+
 
 def compare(
     record: StartupRecord,
@@ -85,9 +105,10 @@ def compare(
         f = _switch_finding(check, fact, label, record, baseline, policy, evidence)
         if f:
             findings.append(f)
-    f = _moe_finding(record, baseline, policy, evidence)
-    if f:
-        findings.append(f)
+    for check in LIST_CHECKS:
+        f = _list_finding(check, record, baseline, policy, evidence)
+        if f:
+            findings.append(f)
     f = _missing_finding(record, baseline, policy)
     if f:
         findings.append(f)
@@ -231,16 +252,18 @@ def _switch_finding(
     detail = _self_set_detail(fact, record)
     if detail:
         message += f"; {detail}"
-    reason = (
-        record.fact("piecewise_cuda_graph_disabled_reason")
-        if fact == "piecewise_cuda_graph"
-        else None
+    reason_fact = _REASONS.get(fact)
+    reason = record.fact(reason_fact) if reason_fact else None
+    extra: tuple[Evidence, ...] = (
+        (Evidence("logged_by_sglang", field=reason_fact, new=reason),) if reason else ()
     )
-    extra = (
-        (Evidence("logged_by_sglang", field="piecewise_cuda_graph_disabled_reason", new=reason),)
-        if reason
-        else ()
-    )
+    if fact == "overlap_schedule" and not reason:
+        extra = (
+            note(
+                "no line said why: only the resolved server_args shows it (0.5.23 turns the "
+                "overlap scheduler off for a mamba model's no_buffer radix cache silently)"
+            ),
+        )
     return Finding(
         check=check,
         severity=policy.severity(check),
@@ -267,23 +290,30 @@ def _self_set_detail(fact: str, record: StartupRecord) -> str | None:
     return f"{setting} not on the command line: set by SGLang"
 
 
-def _moe_finding(
-    record: StartupRecord, baseline: StartupRecord, policy: Policy, evidence: tuple[Evidence, ...]
+def _list_finding(
+    check: str,
+    record: StartupRecord,
+    baseline: StartupRecord,
+    policy: Policy,
+    evidence: tuple[Evidence, ...],
 ) -> Finding | None:
-    now = record.fact("moe_config_missing")
-    before = baseline.fact("moe_config_missing")
-    if not policy.enabled("moe_config_missing") or not isinstance(now, tuple):
+    """Entries of a list fact (the check's name: config files) new against the baseline."""
+    now = record.fact(check)
+    before = baseline.fact(check)
+    if not policy.enabled(check) or not isinstance(now, tuple):
         return None
     old = set(before) if isinstance(before, tuple) else set()
     new = [name for name in now if name not in old]
     if not new:
         return None
+    shown = ", ".join(new[:_LIST_SHOWN])
+    more = f" (+{len(new) - _LIST_SHOWN} more: sentinel diff)" if len(new) > _LIST_SHOWN else ""
     return Finding(
-        check="moe_config_missing",
-        severity=policy.severity("moe_config_missing"),
+        check=check,
+        severity=policy.severity(check),
         baseline=tuple(sorted(old)),
         current=tuple(now),
-        message='Triton MoE kernel config missing (untuned, "sub-optimal"): ' + ", ".join(new),
+        message=LIST_CHECKS[check] + shown + more,
         evidence=evidence,
     )
 

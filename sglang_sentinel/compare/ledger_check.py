@@ -30,6 +30,9 @@ _ALSO_JUDGED: Mapping[str, frozenset[str]] = {
     "max_running_requests_drop": frozenset(
         {"max_running_requests_limit", "max_running_requests_limited_to", "mamba_running_cap"}
     ),
+    "overlap_schedule_disabled": frozenset(
+        {"overlap_schedule", "overlap_schedule_disabled_reason"}
+    ),
 }
 _JUDGES: Mapping[str, frozenset[str]] = {
     check: frozenset(
@@ -37,7 +40,7 @@ _JUDGES: Mapping[str, frozenset[str]] = {
         | {f.name for f in FACTS if f.page and f.page.check == check}
         | _ALSO_JUDGED.get(check, frozenset())
     )
-    for check in {f.page.check for f in FACTS if f.page and f.page.check}
+    for check in {f.page.check for f in FACTS if f.page and f.page.check} | set(_ALSO_JUDGED)
 }
 
 

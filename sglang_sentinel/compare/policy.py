@@ -26,7 +26,8 @@ DROP_CHECKS = {
 }
 # check -> (fact, label): the fact is the switch's canonical name in serverargs.diff's table.
 SWITCH_CHECKS = {
-    f"{name}_disabled": (name, SWITCHES[name]) for name in ("piecewise_cuda_graph", "cuda_graph")
+    f"{name}_disabled": (name, SWITCHES[name])
+    for name in ("piecewise_cuda_graph", "cuda_graph", "overlap_schedule")
 }
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..model import SEVERITY_ORDER, Comparison, FactValue, StartupRecord
+from ..model import SEVERITY_ORDER, Comparison, FactValue, StartupRecord, Stats
 from ..state import StateStore
 from .findings import compare
 from .policy import Policy
@@ -80,6 +80,9 @@ class UnitStatus:
     # The latest batch-line values of `comparison`'s startup (model.RuntimeView): in memory
     # only (the daemon's), so empty after a restart until the next batch line, and elsewhere.
     runtime: Mapping[str, FactValue] = field(default_factory=dict)
+    # The pod `latest`'s startup runs in (a `k8s:` target's, while its log files are there;
+    # the daemon's, from its source): the `k8s_pod` of sglang_sentinel_pod_info.
+    pod: str | None = None
 
     @property
     def latest(self) -> Comparison | None:
@@ -93,6 +96,19 @@ class UnitStatus:
     @property
     def verdict(self) -> Verdict:
         return verdict_of(self.latest)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything one scrape of /metrics reads, taken at once: the units' statuses as last
+    published, the pins, the policy, the pipeline's counters and rule hits, this host's GPU."""
+
+    units: tuple[UnitStatus, ...] = ()
+    pinned: frozenset[str] = frozenset()
+    policy: Policy = field(default_factory=lambda: Policy(checks={}))
+    stats: Stats = field(default_factory=Stats)
+    rule_hits: Mapping[str, int] = field(default_factory=dict)
+    gpu: str = ""
 
 
 def unit_status(

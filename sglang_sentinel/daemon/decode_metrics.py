@@ -1,4 +1,4 @@
-"""The decode-at-like-load and startup-phase metric families (names documented in README).
+"""The decode-at-like-load and startup-phase metric families (declared in families.py).
 
 Built at scrape time from each unit's latest comparison, like every other family; label values
 are bounded: `verdict` has four values, `bucket` at most MAX_BUCKET_SERIES per unit, `phase` four.
@@ -12,10 +12,9 @@ from typing import Any, Protocol
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from ..compare import phase_durations
-from ..facts import metric_of
 from ..model import Comparison, StartupRecord
+from .families import gauge
 
-PREFIX = "sglang_sentinel_"
 VERDICTS = ("regressed", "improved", "unchanged", "inconclusive")
 PHASES = ("weight_load", "kv_allocation", "graph_capture", "time_to_ready")
 MAX_BUCKET_SERIES = 8
@@ -31,66 +30,19 @@ class _View(Protocol):
 
 def decode_metrics(views: Sequence[_View]) -> Iterator[Metric]:
     """Every decode / phase family for the units' latest comparisons."""
-    ratio = GaugeMetricFamily(
-        PREFIX + "decode_throughput_ratio",
-        "Decode throughput at like load, current / baseline (absent while inconclusive).",
-        labels=["unit"],
-    )
-    verdict = GaugeMetricFamily(
-        PREFIX + "decode_verdict",
-        "1 for the decode comparison's current verdict, 0 for the others.",
-        labels=["unit", "verdict"],
-    )
-    samples = GaugeMetricFamily(
-        PREFIX + "decode_samples",
-        "Clean decode samples at like load counted by the comparison, per side.",
-        labels=["unit", "side"],
-    )
-    median = GaugeMetricFamily(
-        PREFIX + "decode_bucket_median_tokens_per_second",
-        "Median gen throughput of a like-load bucket (captured graph batch / context octave).",
-        labels=["unit", "bucket"],
-    )
-    base_median = GaugeMetricFamily(
-        PREFIX + "baseline_decode_bucket_median_tokens_per_second",
-        "Baseline startup's median gen throughput of the same bucket.",
-        labels=["unit", "bucket"],
-    )
-    graph_off = GaugeMetricFamily(
-        PREFIX + "decode_without_cuda_graph_ratio",
-        "Share of decode lines with `cuda graph: False` in the latest startup.",
-        labels=["unit"],
-    )
-    base_graph_off = GaugeMetricFamily(
-        PREFIX + "baseline_decode_without_cuda_graph_ratio",
-        "Baseline startup's share of decode lines with `cuda graph: False`.",
-        labels=["unit"],
-    )
-    retractions = GaugeMetricFamily(
-        PREFIX + "decode_retractions",
-        "`KV cache pool is full. Retract requests.` lines in the latest startup.",
-        labels=["unit"],
-    )
-    oom = GaugeMetricFamily(
-        PREFIX + "decode_out_of_memory_lines",
-        "`Decode/Prefill out of memory` lines in the latest startup.",
-        labels=["unit"],
-    )
-    max_bs_metric = metric_of("cuda_graph_max_bs")  # facts.py
-    max_bs = GaugeMetricFamily(PREFIX + max_bs_metric.name, max_bs_metric.help, labels=["unit"])
-    base_max_bs = GaugeMetricFamily(
-        PREFIX + "baseline_" + max_bs_metric.name, max_bs_metric.baseline_text, labels=["unit"]
-    )
-    phase = GaugeMetricFamily(
-        PREFIX + "startup_phase_seconds",
-        "Startup phase durations from the first line of each phase.",
-        labels=["unit", "phase"],
-    )
-    base_phase = GaugeMetricFamily(
-        PREFIX + "baseline_startup_phase_seconds",
-        "Baseline startup's phase durations.",
-        labels=["unit", "phase"],
-    )
+    ratio = gauge("decode_throughput_ratio")
+    verdict = gauge("decode_verdict")
+    samples = gauge("decode_samples")
+    median = gauge("decode_bucket_median_tokens_per_second")
+    base_median = gauge("baseline_decode_bucket_median_tokens_per_second")
+    graph_off = gauge("decode_without_cuda_graph_ratio")
+    base_graph_off = gauge("baseline_decode_without_cuda_graph_ratio")
+    retractions = gauge("decode_retractions")
+    oom = gauge("decode_out_of_memory_lines")
+    max_bs = gauge("cuda_graph_max_batch_size")
+    base_max_bs = gauge("baseline_cuda_graph_max_batch_size")
+    phase = gauge("startup_phase_seconds")
+    base_phase = gauge("baseline_startup_phase_seconds")
     for view in views:
         c = view.comparison
         if c is None:
@@ -144,7 +96,7 @@ def decode_metrics(views: Sequence[_View]) -> Iterator[Metric]:
     )
 
 
-def _add_int(family: GaugeMetricFamily, unit: str, record: StartupRecord) -> None:
+def _add_int(out: GaugeMetricFamily, unit: str, record: StartupRecord) -> None:
     value = record.fact("cuda_graph_max_bs")
     if isinstance(value, int) and not isinstance(value, bool):
-        family.add_metric([unit], float(value))
+        out.add_metric([unit], float(value))

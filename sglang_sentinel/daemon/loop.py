@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from systemd import daemon as sd
 
 from .. import __version__
-from ..compare import Policy, UnitStatus, stall_after, unit_status
+from ..compare import Policy, Snapshot, UnitStatus, stall_after, unit_status
 from ..config import Config, plan_reload
 from ..errors import ConfigError, JournalError, RuleError, SentinelError, StateError
 from ..logs import Logger, configure_logging
@@ -30,6 +30,7 @@ from ..model import Comparison, Finding, Stats
 from ..outputs import render_page
 from ..pipeline import CommitFailed, Pipeline, build_source, load_rules_and_policy, source_key
 from ..rules import RuleSet
+from ..sources import reader_path
 from ..state import StateStore
 from .alerts import AlertPusher, default_instance
 from .http import BoundedWSGIServer, make_metrics_server
@@ -170,16 +171,7 @@ class Daemon:
         self._failed_commits = 0
         if registry is None:
             registry = CollectorRegistry(auto_describe=False)
-        registry.register(
-            SentinelCollector(
-                views=self.views,
-                stats=self.stats,
-                rule_hits=lambda: dict(self.pipeline.tracker.rule_hits),
-                policy=lambda: self.policy,
-                baselines_pinned=lambda: set(self._snapshot.pinned),
-                gpu=lambda: self.config.gpu or "",
-            )
-        )
+        registry.register(SentinelCollector(self.snapshot, reader=reader_path()))
         self.registry = registry
         self._snapshot = _Snapshot()
 
@@ -228,6 +220,20 @@ class Daemon:
         """
         return self._snapshot.views
 
+    def snapshot(self) -> Snapshot:
+        """What one scrape reads (any thread): the published statuses and pins, with the
+        policy, copies of the counters and rule hits and this host's GPU taken now."""
+        published = self._snapshot
+        stats = self.stats
+        return Snapshot(
+            units=published.views,
+            pinned=published.pinned,
+            policy=self.policy,
+            stats=dataclasses.replace(stats, processing_errors=dict(stats.processing_errors)),
+            rule_hits=dict(self.pipeline.tracker.rule_hits),
+            gpu=self.config.gpu or "",
+        )
+
     def publish(self) -> None:
         """Rebuild the snapshot from committed state (loop thread only, after a commit)."""
         statuses = unit_status(
@@ -240,10 +246,15 @@ class Daemon:
             on_error=self._view_failed,  # one unit's fault never empties /metrics
         )
         views = []
+        pods = self.source.pods
         for status in statuses:
             c = status.comparison
             runtime = self.pipeline.runtime.get(c.record.invocation_id) if c else None
-            views.append(dataclasses.replace(status, runtime=runtime.facts) if runtime else status)
+            if runtime:
+                status = dataclasses.replace(status, runtime=runtime.facts)
+            latest = status.latest
+            pod = pods.get(latest.record.invocation_id) if latest is not None else None
+            views.append(dataclasses.replace(status, pod=pod) if pod else status)
         self._snapshot = _Snapshot(tuple(views), frozenset(self.store.baselines()))
 
     def _view_failed(self, unit: str, exc: Exception) -> None:

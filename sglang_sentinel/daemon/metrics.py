@@ -9,36 +9,30 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    InfoMetricFamily,
-    Metric,
-)
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from .. import __version__
-from ..compare import CHECKS, Policy, UnitStatus, alerting, reached_tiers
-from ..facts import Fact, metric_facts, metric_of
-from ..model import FactValue, StartupRecord, Stats
+from ..compare import CHECKS, Snapshot, alerting, reached_tiers
+from ..model import FactValue, StartupRecord
 from ..state import model_label, record_sha256, tp_label
 from .decode_metrics import decode_metrics
+from .families import (
+    BASELINE_FACT_FAMILIES,
+    FACT_FAMILIES,
+    FACT_METRICS,
+    RUNTIME_FAMILIES,
+    RUNTIME_METRICS,
+    counter,
+    fact_gauges,
+    gauge,
+    info,
+    sample,
+)
 
-PREFIX = "sglang_sentinel_"
-# The facts exported as gauges, in /metrics order (facts.py: `metric`). A startup fact has a
-# baseline_ series too; a runtime fact is the latest batch line's value.
-FACT_METRICS: Sequence[Fact] = metric_facts("startup")
-RUNTIME_METRICS: Sequence[Fact] = metric_facts("runtime")
-
-
-def fact_gauge(fact: Fact, *, baseline: bool) -> GaugeMetricFamily:
-    """The empty gauge family of a fact's metric (facts.py), or of its baseline series."""
-    m = metric_of(fact.name)
-    if baseline:
-        return GaugeMetricFamily(PREFIX + "baseline_" + m.name, m.baseline_text, labels=["unit"])
-    return GaugeMetricFamily(PREFIX + m.name, m.help, labels=["unit"])
+__all__ = ["SentinelCollector"]
 
 
 def fact_value(value: FactValue, scale: float = 1.0) -> float | None:
@@ -59,104 +53,51 @@ def fact_value(value: FactValue, scale: float = 1.0) -> float | None:
 
 
 class SentinelCollector(Collector):
-    """Builds every sglang_sentinel_* family per scrape from `views()` and the stats."""
+    """Builds every sglang_sentinel_* family per scrape from one snapshot (compare.Snapshot)."""
 
     def __init__(
         self,
-        views: Callable[[], Sequence[UnitStatus]],
-        stats: Stats,
-        rule_hits: Callable[[], dict[str, int]],
-        policy: Callable[[], Policy],
-        baselines_pinned: Callable[[], set[str]],
+        snapshot: Callable[[], Snapshot],
         clock: Callable[[], float] = time.time,
-        gpu: Callable[[], str] = str,
+        reader: str = "python",
     ) -> None:
-        self._views = views
-        self._stats = stats
-        self._rule_hits = rule_hits
-        self._policy = policy
-        self._pinned = baselines_pinned
+        self._snapshot = snapshot
         self._clock = clock
-        self._gpu = gpu
+        self._reader = reader  # which journal reader runs: "c" or "python" (sources.reader_path)
         self._hashes: dict[str, str] = {}  # baseline invocation id -> content sha256
-        self._hashes_lock = threading.Lock()  # concurrent scrapes share the cache
+        # Concurrent scrapes share the hash cache (_sha256 changes it); the snapshot needs none.
+        self._hashes_lock = threading.Lock()
 
     def collect(self) -> Iterator[Metric]:
-        # What views() and the pins return is the daemon's published snapshot, replaced whole and
-        # never changed: no lock, and never the SQLite connection the loop writes through.
-        views = list(self._views())
-        pinned = self._pinned()
-        yield from self._startup_metrics(views, pinned)
-        yield from decode_metrics(views)
-        yield from self._self_metrics()
+        # One snapshot a scrape: the daemon's published statuses and pins (replaced whole, never
+        # changed, never the SQLite connection the loop writes through) with the counters.
+        snap = self._snapshot()
+        yield from self._startup_metrics(snap)
+        yield from decode_metrics(snap.units)
+        yield from self._self_metrics(snap)
 
-    def _startup_metrics(self, views: Sequence[UnitStatus], pinned: set[str]) -> Iterator[Metric]:
-        policy = self._policy()
-        gpu = self._gpu()
-        current = {f.name: fact_gauge(f, baseline=False) for f in FACT_METRICS}
-        base = {f.name: fact_gauge(f, baseline=True) for f in FACT_METRICS}
-        runtime = {f.name: fact_gauge(f, baseline=False) for f in RUNTIME_METRICS}
-        regression = GaugeMetricFamily(
-            PREFIX + "regression",
-            "1 while the latest startup shows this regression against its baseline at this "
-            "severity or worse; one series per severity the check can reach.",
-            labels=["unit", "check", "severity"],
-        )
-        new_downgrades = GaugeMetricFamily(
-            PREFIX + "new_downgrade_messages",
-            "Downgrade message templates in the latest startup's log that its baseline never "
-            "printed (the downgrade ledger), accepted ones left out.",
-            labels=["unit"],
-        )
-        info = InfoMetricFamily(
-            PREFIX + "server",
-            "The latest startup's model and layout.",
-            labels=["unit", "model", "tp_size", "attention_backend", "gpu"],
-        )
-        baseline_info = InfoMetricFamily(
-            PREFIX + "baseline",
-            "The pinned baseline in use: its content hash (as in `sentinel baseline --export`), "
-            "model, TP size and this host's GPU.",
-            labels=["unit", "sha256", "model", "tp_size", "gpu"],
-        )
-        baseline_pinned = GaugeMetricFamily(
-            PREFIX + "baseline_pinned",
-            "1 if a baseline startup is pinned for the unit.",
-            labels=["unit"],
-        )
-        has_baseline = GaugeMetricFamily(
-            PREFIX + "baseline_present",
-            "1 if the latest startup was compared with a baseline (pinned or previous ready).",
-            labels=["unit"],
-        )
-        startups = CounterMetricFamily(
-            PREFIX + "startups", "Startups recorded, by outcome.", labels=["unit", "outcome"]
-        )
-        ready = GaugeMetricFamily(
-            PREFIX + "startup_ready",
-            "1 if the latest decided startup became ready.",
-            labels=["unit"],
-        )
-        in_progress = GaugeMetricFamily(
-            PREFIX + "startup_in_progress", "1 while a startup is under way.", labels=["unit"]
-        )
-        started = GaugeMetricFamily(
-            PREFIX + "startup_timestamp_seconds",
-            "When the latest decided startup began.",
-            labels=["unit"],
-        )
-        ready_ts = GaugeMetricFamily(
-            PREFIX + "ready_timestamp_seconds",
-            "When the latest startup became ready.",
-            labels=["unit"],
-        )
-        in_progress_ts = GaugeMetricFamily(
-            PREFIX + "startup_in_progress_timestamp_seconds",
-            "When the startup under way began.",
-            labels=["unit"],
-        )
-        for view in views:
+    def _startup_metrics(self, snap: Snapshot) -> Iterator[Metric]:
+        policy, gpu, pinned = snap.policy, snap.gpu, snap.pinned
+        current = fact_gauges(FACT_FAMILIES)
+        base = fact_gauges(BASELINE_FACT_FAMILIES)
+        runtime = fact_gauges(RUNTIME_FAMILIES)
+        regression = gauge("regression")
+        new_downgrades = gauge("new_downgrade_messages")
+        server_info = info("server")
+        baseline_info = info("baseline")
+        pod_info = info("pod")
+        baseline_pinned = gauge("baseline_pinned")
+        has_baseline = gauge("baseline_present")
+        startups = counter("startups")
+        ready = gauge("startup_ready")
+        in_progress = gauge("startup_in_progress")
+        started = gauge("startup_timestamp_seconds")
+        ready_ts = gauge("ready_timestamp_seconds")
+        in_progress_ts = gauge("startup_in_progress_timestamp_seconds")
+        for view in snap.units:
             unit = view.unit
+            if view.pod is not None:
+                pod_info.add_metric([unit, view.pod], {})
             baseline_pinned.add_metric([unit], 1.0 if unit in pinned else 0.0)
             in_progress.add_metric([unit], 1.0 if view.in_progress else 0.0)
             # startup_stalled is about the startup under way, not the latest decided one.
@@ -201,7 +142,7 @@ class SentinelCollector(Collector):
             has_baseline.add_metric([unit], 1.0 if c.baseline is not None else 0.0)
             if c.log_diff is not None:
                 new_downgrades.add_metric([unit], float(len(c.log_diff["new"])))
-            info.add_metric(
+            server_info.add_metric(
                 [
                     unit,
                     model_label(r),
@@ -226,8 +167,9 @@ class SentinelCollector(Collector):
         yield from (
             regression,
             new_downgrades,
-            info,
+            server_info,
             baseline_info,
+            pod_info,
             baseline_pinned,
             has_baseline,
             startups,
@@ -248,101 +190,37 @@ class SentinelCollector(Collector):
                 sha = self._hashes[baseline.invocation_id] = record_sha256(baseline)
             return sha
 
-    def _self_metrics(self) -> Iterator[Metric]:
-        s = self._stats
-        yield CounterMetricFamily(
-            PREFIX + "journal_entries_read",
-            "Journal entries of the watched units read.",
-            value=s.entries_read,
-        )
-        hits = CounterMetricFamily(
-            PREFIX + "rule_matches", "Lines matched, per rule.", labels=["rule"]
-        )
-        for rule, n in sorted(self._rule_hits().items()):
+    def _self_metrics(self, snap: Snapshot) -> Iterator[Metric]:
+        s = snap.stats
+        yield sample("journal_entries_read", s.entries_read)
+        hits = counter("rule_matches")
+        for rule, n in sorted(snap.rule_hits.items()):
             hits.add_metric([rule], float(n))
         yield hits
         if s.last_entry_realtime is not None:
-            yield GaugeMetricFamily(
-                PREFIX + "journal_last_entry_timestamp_seconds",
-                "Time of the newest watched entry read.",
-                value=s.last_entry_realtime,
+            yield sample("journal_last_entry_timestamp_seconds", s.last_entry_realtime)
+            yield sample(
+                "journal_last_entry_age_seconds",
+                max(0.0, self._clock() - s.last_entry_realtime),
             )
-            yield GaugeMetricFamily(
-                PREFIX + "journal_last_entry_age_seconds",
-                "Seconds since the newest watched entry read was written.",
-                value=max(0.0, self._clock() - s.last_entry_realtime),
-            )
-        yield GaugeMetricFamily(
-            PREFIX + "processing_lag_seconds",
-            "How far reading is behind the journal (0 when caught up).",
-            value=s.processing_lag_seconds,
-        )
-        yield GaugeMetricFamily(
-            PREFIX + "journal_up",
-            "1 if the journal is readable.",
-            value=1.0 if s.journal_up else 0.0,
-        )
-        yield CounterMetricFamily(
-            PREFIX + "cursor_resets",
-            "Saved cursors whose entry was gone (rotation, vacuum).",
-            value=s.cursor_resets,
-        )
-        yield CounterMetricFamily(
-            PREFIX + "rule_load_errors",
-            "Rule or config reloads rejected as invalid.",
-            value=s.rule_load_errors,
-        )
-        yield CounterMetricFamily(
-            PREFIX + "alertmanager_pushes", "Alert batches sent.", value=s.alertmanager_pushes
-        )
-        yield CounterMetricFamily(
-            PREFIX + "alertmanager_push_failures",
-            "Alert batches that failed to reach Alertmanager.",
-            value=s.alertmanager_push_failures,
-        )
-        errors = CounterMetricFamily(
-            PREFIX + "processing_errors",
-            "Entries or startups whose handling raised; each was logged and skipped.",
-            labels=["stage"],
-        )
+        yield sample("processing_lag_seconds", s.processing_lag_seconds)
+        yield sample("journal_up", 1.0 if s.journal_up else 0.0)
+        yield sample("cursor_resets", s.cursor_resets)
+        yield sample("rule_load_errors", s.rule_load_errors)
+        yield sample("alertmanager_pushes", s.alertmanager_pushes)
+        yield sample("alertmanager_push_failures", s.alertmanager_push_failures)
+        errors = counter("processing_errors")
         for stage in PROCESSING_STAGES:
             errors.add_metric([stage], float(s.processing_errors.get(stage, 0)))
         yield errors
-        yield CounterMetricFamily(
-            PREFIX + "state_commit_failures",
-            "Transactions that failed (database locked, disk full) and were retried.",
-            value=s.commit_failures,
-        )
-        yield CounterMetricFamily(
-            PREFIX + "journal_corrupt_reads",
-            "Journal reads that hit a corrupt file (EBADMSG) and skipped it.",
-            value=s.journal_corrupt_reads,
-        )
-        yield CounterMetricFamily(
-            PREFIX + "journal_truncated_reads",
-            "Reads of a journal file truncated under the reader (SIGBUS survived, part skipped).",
-            value=s.journal_truncated_reads,
-        )
-        yield CounterMetricFamily(
-            PREFIX + "late_lines_dropped",
-            "Lines of a startup two or more startups back in the journal, written that late; "
-            "dropped, its stored record kept.",
-            value=s.late_lines_dropped,
-        )
-        yield CounterMetricFamily(
-            PREFIX + "forged_entries",
-            "Journal entries naming a watched container that its engine did not send (not "
-            "root dockerd in the engine's unit); ignored.",
-            value=s.forged_entries,
-        )
-        yield GaugeMetricFamily(
-            PREFIX + "journal_files_unreadable",
-            "Journal files that could not be opened at all (bad header) when the journal was "
-            "opened; libsystemd skips them.",
-            value=s.journal_files_unreadable,
-        )
-        build = InfoMetricFamily(PREFIX + "build", "sglang-sentinel build.", labels=["version"])
-        build.add_metric([__version__], {})
+        yield sample("state_commit_failures", s.commit_failures)
+        yield sample("journal_corrupt_reads", s.journal_corrupt_reads)
+        yield sample("journal_truncated_reads", s.journal_truncated_reads)
+        yield sample("late_lines_dropped", s.late_lines_dropped)
+        yield sample("forged_entries", s.forged_entries)
+        yield sample("journal_files_unreadable", s.journal_files_unreadable)
+        build = info("build")
+        build.add_metric([__version__, self._reader], {})
         yield build
 
 

@@ -2,6 +2,7 @@
 
 report.py  render_report, scan_json  the command line's text and --json
 page.py    render_page               the status page (the daemon's `/`, `sentinel report --html`)
+wording.py outcome                   a startup's outcome as both say it
 """
 
 from .page import render_page

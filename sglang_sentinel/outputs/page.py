@@ -20,8 +20,8 @@ from ..compare import LEDGER_CHECK, VERDICTS, UnitStatus, Verdict, describe
 from ..evidence import render_evidence
 from ..facts import page_facts
 from ..model import SEVERITY_ORDER, Comparison, FactValue, Finding, StartupRecord
-from ..text import duration
 from .report import compact_evidence, merged_evidence
+from .wording import outcome
 
 MAX_EVIDENCE = 10
 MAX_TEXT = 300  # longest log-derived string rendered (failure reasons, evidence items)
@@ -229,13 +229,7 @@ def _startup_lines(s: UnitStatus) -> str:
 
 
 def _describe(r: StartupRecord) -> str:
-    took = r.time_to_ready
-    if r.outcome == "ready":
-        state = f"ready in {duration(took)}" if took is not None else "ready"
-    elif r.outcome == "failed":
-        state = "<strong>failed</strong>"
-    else:
-        state = "starting"
+    state = outcome(r, loud=lambda word: f"<strong>{word}</strong>")
     return f"<code>{_e(r.invocation_id[:8])}</code> started {_e(_utc(r.started_at))}, {state}"
 
 

@@ -13,7 +13,7 @@ from ..facts import STARTUP_FACTS, report_facts
 from ..logtemplates import LogDiff
 from ..model import SEVERITY_ORDER, Comparison, Evidence, Finding, StartupRecord
 from ..state import plain
-from ..text import duration
+from .wording import outcome
 
 # The facts line's facts (facts.py), and those whose absence a person should be told about on a
 # ready startup.
@@ -99,13 +99,7 @@ def scan_json(comparisons: Sequence[Comparison]) -> dict[str, Any]:
 
 def headline(record: StartupRecord) -> str:
     when = local_time(record.started_at)
-    took = record.time_to_ready
-    if record.outcome == "ready":
-        state = f"ready in {duration(took)}" if took is not None else "ready"
-    elif record.outcome == "failed":
-        state = "FAILED"
-    else:
-        state = "starting (not ready yet)"
+    state = outcome(record, loud=str.upper, under_way="starting (not ready yet)")
     return f"{record.unit}  startup {record.invocation_id[:8]}  {when}  {state}"
 
 

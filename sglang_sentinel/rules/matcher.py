@@ -28,9 +28,9 @@ from sglang_sentinel.rules.shapes import (
     DECORATION_WORDS,
     NO_RANK,
     PREFIX_MAX,
-    may_be_wrapped,
     parse_rank,
     split_prefix,
+    wrapper_end,
 )
 from sglang_sentinel.text import clean_message
 
@@ -162,16 +162,15 @@ class MemoMatcher:
 
     def _line_verdict(self, raw: bytes) -> _LineVerdict:
         """What match_line answers for every line with the digit-masked text of `raw`."""
-        if raw.startswith(b"["):
-            end = raw.find(b"] ", 1, PREFIX_MAX) + 2
-            head = raw[:end].decode("utf-8", "replace")
-            if end < 2 or BRACKET_RE.fullmatch(head) is None:
+        start = wrapper_end(raw)  # after what split_prefix strips (docker -t, CRI, Ray, compose)
+        if raw.startswith(b"[", start):
+            end = raw.find(b"] ", start + 1, start + PREFIX_MAX) + 2
+            head = raw[start:end].decode("utf-8", "replace")
+            if end < start + 2 or BRACKET_RE.fullmatch(head) is None:
                 return _EXACT_PATH
         else:
-            end = 0  # no prefix: the body is the line (unless a decoration starts it, below)
+            end = start  # no prefix: the body is the line (unless a decoration starts it, below)
         body = raw[end:].decode("utf-8", "replace")
-        if end == 0 and may_be_wrapped(body):
-            return _EXACT_PATH  # split_prefix strips the wrapper (docker -t, Ray, compose)
         if (
             "\x1b" in body  # ANSI codes or a progress bar: the line needs clean_message
             or "\r" in body

@@ -29,6 +29,7 @@ from sglang_sentinel.rules.shapes import (
     digit_blind,
     group_pattern,
     split_prefix,
+    wrapper_end,
 )
 
 __all__ = [
@@ -129,9 +130,13 @@ class Rule:
     def facts_of_raw(self, raw: bytes) -> dict[str, FactValue] | None:
         """The facts of a raw line that `MemoMatcher.match_line` answered with a BatchMatch of this
         rule."""
-        # It answers so only for a line whose body follows a valid "[ts ranks] " prefix
-        # or starts the line, with nothing for clean_message() to change.
-        end = raw.find(b"] ", 1, PREFIX_MAX) + 2 if raw.startswith(b"[") else 0
+        # It answers so only for a line whose body follows a valid "[ts ranks] " prefix or
+        # starts the line (after any wrappers), with nothing for clean_message() to change.
+        start = wrapper_end(raw)
+        if raw.startswith(b"[", start):
+            end = raw.find(b"] ", start + 1, start + PREFIX_MAX) + 2
+        else:
+            end = start
         found = self.regex.search(raw[end:].decode("utf-8", "replace"))
         return None if found is None else self.facts_of(found)
 

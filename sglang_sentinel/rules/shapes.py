@@ -92,6 +92,21 @@ def strip_wrappers(message: str) -> str:
     return message
 
 
+def wrapper_end(raw: bytes) -> int:
+    """Where the SGLang line starts in a raw MESSAGE: after the wrappers `strip_wrappers` removes.
+
+    A wrapper is ASCII, so its length in characters is its length in bytes; and its shape tells
+    no digit from another, so the offset is the same for every line with the same digit-masked
+    text (what lets `MemoMatcher` memoise a wrapped line's verdict).
+    """
+    if raw.startswith(b"["):
+        return 0
+    line = raw.decode("utf-8", "replace")
+    if not may_be_wrapped(line):
+        return 0
+    return len(line) - len(strip_wrappers(line))
+
+
 def split_prefix(message: str) -> tuple[str, Rank]:
     """Strip wrappers, the SGLang `[ts DPn TPn] ` prefix and the pre-logger decoration; return
     body, rank."""

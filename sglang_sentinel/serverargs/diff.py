@@ -60,16 +60,20 @@ RENAMES: Final[Mapping[str, Rename]] = MappingProxyType(
         ),
         "cuda_graph_max_bs_decode": Rename("cuda_graph_max_bs", "same", "0.5.23"),
         "cuda_graph_max_bs": Rename("cuda_graph_max_bs", "same", "<=0.5.22"),
+        # The same spelling in every release; a switch all the same, so that the resolved
+        # value is a fact and a check (0.5.23 turns it off for mamba with no log line).
+        "disable_overlap_schedule": Rename("overlap_schedule", "disable", "all"),
     }
 )
 # The settings RENAMES spells per version that switch a feature on or off, with the words a
 # person reads for each; normalized_settings reports them, compare's `<name>_disabled` checks
-# watch the first two.
+# watch all but the fusion.
 SWITCHES: Final[Mapping[str, str]] = MappingProxyType(
     {
         "piecewise_cuda_graph": "piecewise CUDA graph",
         "cuda_graph": "CUDA graph",
         "flashinfer_allreduce_fusion": "FlashInfer allreduce fusion",
+        "overlap_schedule": "overlap scheduler",
     }
 )
 # Fields whose change between startups says nothing: SGLang draws a new seed every start.

@@ -7,7 +7,7 @@ or a pod's CRI log goes through the same rules, startups, comparison, state and 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Protocol
 
@@ -36,6 +36,12 @@ class Source(Protocol):
 
     @property
     def unreadable_files(self) -> tuple[tuple[Path, str], ...]: ...
+
+    @property
+    def pods(self) -> Mapping[str, str]:
+        """Start id -> the name of the pod it runs in, for the pod log streams there now
+        (empty for the journal): the current pod of a `k8s:` target."""
+        ...
 
     def open(self, *, follow: bool = True) -> None: ...
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import select
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from ..model import SourceItem
@@ -56,6 +56,10 @@ class CombinedSource:
     @property
     def unreadable_files(self) -> tuple[tuple[Path, str], ...]:
         return self.journal.unreadable_files
+
+    @property
+    def pods(self) -> Mapping[str, str]:
+        return self.files.pods
 
     def open(self, *, follow: bool = True) -> None:
         self.journal.open(follow=follow)

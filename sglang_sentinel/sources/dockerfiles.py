@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from .containers import target_of
-from .files import Stream
+from .files import Stream, found
 
 DEFAULT_DOCKER_ROOT: Final = Path("/var/lib/docker")
 _ID = re.compile(r"[0-9a-f]{64}")
@@ -68,30 +68,15 @@ class DockerLayout:
         return dirs
 
     def streams(self) -> list[Stream]:
-        out = []
+        out: list[Stream] = []
         for directory in self.directories()[1:]:
             name = self._name(directory)
             if name is None or name not in self.names:
                 continue
             cid = directory.name
-            stream = Stream(
-                key=f"docker/{cid}",
-                target=target_of(name),
-                fmt="docker",
-                files=(),
-                seed=cid,
+            out += found(
+                self, Stream(key=f"docker/{cid}", target=target_of(name), fmt="docker", seed=cid)
             )
-            files = self.files(stream)
-            if files:
-                out.append(
-                    Stream(
-                        key=stream.key,
-                        target=stream.target,
-                        fmt="docker",
-                        files=files,
-                        seed=cid,
-                    )
-                )
         return out
 
     def files(self, stream: Stream) -> tuple[Path, ...]:

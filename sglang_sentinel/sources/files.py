@@ -32,8 +32,8 @@ import json
 import os
 import select
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final, Literal, Protocol
 
@@ -58,6 +58,8 @@ MAX_LINE_BYTES: Final = 1 << 20
 # a stream start over when it comes back); the oldest are forgotten past this.
 POSITIONS_KEPT: Final = 4096
 CURSOR_VERSION: Final = 1
+# A file is read in blocks of this size, its lines cut with bytes.find (not readline).
+BLOCK_BYTES: Final = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,12 +69,14 @@ class Stream:
     key: str  # stable and unique: the position is saved under it
     target: str  # identity key: docker:NAME, k8s:NS/WORKLOAD/CONTAINER
     fmt: LineFormat
-    files: tuple[Path, ...]  # oldest first; the last is the live file
+    files: tuple[Path, ...] = ()  # oldest first; the last is the live file
     # The start id of every line (a pod container's N.log is one start); None: the stream
     # holds several starts (a Docker container across restarts), told apart by its lines.
     start: str | None = None
     # Seeds the start ids of a stream with several starts (the container id).
     seed: str = ""
+    # The pod whose container wrote it (pod logs): the `pod` label of its target's metrics.
+    pod: str | None = None
 
 
 class Layout(Protocol):
@@ -94,6 +98,12 @@ class Layout(Protocol):
     def files(self, stream: Stream) -> tuple[Path, ...]:
         """The stream's files now, oldest first (the layout listed again)."""
         ...
+
+
+def found(layout: Layout, stream: Stream) -> list[Stream]:
+    """`stream` with the files `layout` lists for it now, or nothing when it has none."""
+    files = layout.files(stream)
+    return [replace(stream, files=files)] if files else []
 
 
 @dataclass(slots=True)
@@ -127,6 +137,10 @@ class _Position:
     # Where the file before this one was read to, while this one is still empty: an empty file
     # has no fingerprint to be found by once it has been renamed or gzipped.
     previous: dict[str, Any] | None = None
+    # The block read last and the file offset of its first byte; the file handle is at the
+    # block's end (in memory only; None: seek to `offset` first).
+    buf: bytes | None = None
+    buf_at: int = 0
 
     def saved(self) -> dict[str, Any]:
         if self.fplen == 0 and self.previous is not None and not self.pieces:
@@ -255,13 +269,20 @@ class FileSource:
         self._since_us: int | None = None  # streams read from their start skip older lines
         self._realtime = 0
         self._time_cache: dict[bytes, int] = {}
-        self.last_realtime_us: int | None = None
+        self._current: str | None = None  # the start of the last line handed out, this stream
         self.corrupt_reads = 0  # lines that are not the layout's format, skipped
         self.truncated_reads = 0  # files found shorter than the position in them
         self.unreadable_files: tuple[tuple[Path, str], ...] = ()
         self.forged_entries = 0  # files have no fields another process could forge
         self.units = tuple(t for layout in self.layouts for t in layout.targets)
+        # start id -> pod name of the pod streams listed last (replaced whole: scrapes read it).
+        self.pods: Mapping[str, str] = {}
         self._read_any = False
+
+    @property
+    def last_realtime_us(self) -> int | None:
+        """The time of the last line handed out (None before any)."""
+        return self._realtime if self._realtime else None
 
     # -- opening and positioning ---------------------------------------------------------------
 
@@ -387,6 +408,8 @@ class FileSource:
                 self._layout_of[stream.key] = layout
         # A stream whose files are gone while one is open is read to the end of that file.
         listed = {s.key for s in streams}
+        # The pods whose files are there now (a removed pod's open file is not a current pod).
+        self.pods = {s.start: s.pod for s in streams if s.start and s.pod}
         for old in self._streams:
             pos = self._positions.get(old.key)
             if old.key not in listed and pos is not None and pos.fh is not None:
@@ -425,57 +448,48 @@ class FileSource:
         journal source's fast path) for the next line of the same start."""
         if self._layout_changed or self._inotify is None:
             self._discover()
-        count = 0
+        left = limit
         for stream in list(self._streams):
-            if limit is not None and count >= limit:
+            if left is not None and left <= 0:
                 return
-            first = True
-            current: str | None = None
-            for raw, t_us, start in self._read(stream):
-                count += 1
-                self._realtime = t_us
-                self.last_realtime_us = t_us
-                self._read_any = True
-                if first or start != current:
-                    first = False
-                    current = start
-                    yield JournalEntry(
-                        unit=stream.target,
-                        message=clean_message(raw),
-                        realtime_us=t_us,
-                        invocation_id=start,
-                    )
-                else:
-                    yield raw
-                if limit is not None and count >= limit:
-                    return
+            self._current = None  # the first line of each stream here is a JournalEntry
+            n = yield from self._read(stream, left)
+            if left is not None:
+                left -= n
 
-    def _read(self, stream: Stream) -> Iterator[tuple[bytes, int, str]]:
-        """(line, time, start id) of one stream from its position on, its files in turn."""
+    def _read(self, stream: Stream, left: int | None) -> Generator[SourceItem, None, int]:
+        """One stream's lines from its position on, its files in turn (at most `left`);
+        returns how many."""
         pos = self._positions.get(stream.key)
         if pos is None:
             pos = self._positions[stream.key] = _Position()
         if not pos.found and not self._locate(stream, pos):
-            return
+            return 0
+        n = 0
         # Never the same file twice in one round (an empty rotated file has no identity to be
         # told from the others by); a file made again under a name is another file.
         entered: set[tuple[Path | None, int, int, str]] = set()
         while pos.fh is not None:
             entered.add((pos.path, pos.dev, pos.ino, pos.fp))
-            yield from self._read_file(stream, pos, pos.fh)
+            n += yield from self._read_file(stream, pos, pos.fh, _less(left, n))
+            if left is not None and n >= left:
+                return n
             newer = self._newer_files(stream, pos)
             if not newer:
                 if self._check_truncation(pos):
                     continue  # read again from its start
-                return
+                return n
             # The writer has moved on to a newer file; what it wrote to this one before that
             # (after the read above reached its end) is read first.
             if pos.fh is not None:
-                yield from self._read_file(stream, pos, pos.fh)
+                n += yield from self._read_file(stream, pos, pos.fh, _less(left, n))
+                if left is not None and n >= left:
+                    return n
             before = pos.saved() if pos.fplen else pos.previous
             if not any(self._enter(pos, p, 0, entered) for p in newer):
-                return
+                return n
             pos.previous = before
+        return n
 
     def _locate(self, stream: Stream, pos: _Position) -> bool:
         """Put a stream's position on a file: the one its saved identity names, else (a new
@@ -484,21 +498,27 @@ class FileSource:
         if not files:
             return False
         if pos.fp or pos.dev:
+            unsure = False
             for path in files:
-                if self._is(pos, path) and self._enter(pos, path, pos.offset):
+                found = self._identify(pos, path)
+                if found and self._enter(pos, path, pos.offset):
                     return True
-            # The saved file is gone (rotated away while we were stopped): the files there
-            # are all newer than it, since rotation removes the oldest first.
-            # Lines up to the last one handed out are skipped by their time (the saved file
-            # may have been empty, or gzipped, so its identity is not there to find).
-            log.warning(
-                "log_file_position_lost",
-                stream=stream.key,
-                action="read from the oldest file, after the time of the last line read",
-            )
+                unsure = unsure or found is None or bool(found)
             pos.pieces.clear()
             pos.replay_until, pos.replay = 0, {}
-            pos.skip_us = pos.last_us
+            if unsure:
+                # The saved file may be there but could not be read or opened: lines up to
+                # the last one handed out are skipped by their time.
+                log.warning(
+                    "log_file_position_lost",
+                    stream=stream.key,
+                    action="read from the oldest file, after the time of the last line read",
+                )
+                pos.skip_us = pos.last_us
+            else:
+                # The saved file is gone (rotated away while we were stopped): rotation removes
+                # the oldest file first, so every file there is newer and is read whole.
+                log.info("log_file_rotated_away", stream=stream.key, action="read the newer files")
         return any(self._enter(pos, path, 0) for path in files)
 
     def _files(self, stream: Stream) -> tuple[Path, ...]:
@@ -507,18 +527,26 @@ class FileSource:
 
     def _is(self, pos: _Position, path: Path) -> bool:
         """Whether `path` is the file the position names (a gzipped copy of it included)."""
+        return bool(self._identify(pos, path))
+
+    @staticmethod
+    def _identify(pos: _Position, path: Path) -> bool | None:
+        """Whether `path` is the position's file; None when that cannot be told (it vanished
+        between the listing and the look, or its first bytes cannot be read)."""
         gz = path.name.endswith(".gz")
         if not gz:
             try:
                 st = os.stat(path)
             except OSError:
-                return False
+                return None
             if (st.st_dev, st.st_ino) != (pos.dev, pos.ino):
                 return False
         if pos.fplen == 0:
             return not gz
         head = _head(path, pos.fplen)
-        return head is not None and len(head) == pos.fplen and _fingerprint(head) == pos.fp
+        if head is None:
+            return None
+        return len(head) == pos.fplen and _fingerprint(head) == pos.fp
 
     def _enter(
         self,
@@ -552,6 +580,7 @@ class FileSource:
             return False
         self._close_file(pos)
         pos.fh, pos.path, pos.gz = fh, path, path.name.endswith(".gz")
+        pos.buf = None
         pos.dev, pos.ino = dev, ino
         pos.fp, pos.fplen, pos.fp_whole = _fingerprint(head), len(head), _whole(head)
         pos.offset = offset
@@ -587,15 +616,17 @@ class FileSource:
             return ()
         if here is not None:
             return files[here + 1 :]
-        # Not there at all: removed (rotated away, gzipped while empty, or the container's file
-        # replaced). The files there are read from the oldest, lines up to the last one handed
-        # out skipped by their time, so nothing is handed out twice.
-        pos.skip_us = max(pos.skip_us, pos.last_us)
+        # Not there at all. Removed (rotated away, or the container's file replaced): rotation
+        # removes the oldest file first, so the files there are all newer and are read whole.
+        # Still linked (renamed out of the layout, or unreadable): lines up to the last one
+        # handed out are skipped by their time, so nothing is handed out twice.
+        if not self._unlinked(pos):
+            pos.skip_us = max(pos.skip_us, pos.last_us)
         return files
 
     @staticmethod
     def _unlinked(pos: _Position) -> bool:
-        if pos.fh is None or pos.gz:
+        if pos.fh is None:
             return False
         try:
             return os.fstat(pos.fh.fileno()).st_nlink == 0
@@ -625,74 +656,168 @@ class FileSource:
         self._truncated(pos.path, pos)
         pos.fh.seek(0)
         pos.offset = 0
+        pos.buf = None
         return True
 
     def _read_file(
-        self, stream: Stream, pos: _Position, fh: IO[bytes]
-    ) -> Iterator[tuple[bytes, int, str]]:
+        self, stream: Stream, pos: _Position, fh: IO[bytes], left: int | None
+    ) -> Generator[SourceItem, None, int]:
+        """The file's whole lines from the position on (at most `left`); returns how many.
+
+        It reads blocks and splits them into lines; the common line (moby's compact JSON of a
+        whole line whose text has no escape but `\\"`, or a CRI `F` line, time in the
+        engines' own form, no pieces held) is cut apart here, every other one goes through
+        _take (the exact parse). The position (offset, block) is up to date at every line
+        handed out, so a consumer may stop anywhere."""
         docker = stream.fmt == "docker"
         since = self._since_us
-        readline = fh.readline
-        while True:
-            try:
-                line = readline(MAX_LINE_BYTES)
-            except (OSError, EOFError, gzip.BadGzipFile) as exc:
-                log.warning("log_file_unreadable", file=str(pos.path), error=str(exc))
-                return
-            if not line:
-                return
-            if not line.endswith(b"\n"):
-                if len(line) < MAX_LINE_BYTES:
-                    # A line being written: read again from its start next time.
-                    fh.seek(pos.offset)
-                    return
-                line += fh.readline()  # an over-long line: cut (the rest dropped below)
-                while line and not line.endswith(b"\n"):
-                    more = fh.readline(MAX_LINE_BYTES)
-                    if not more:
+        tcache = self._time_cache
+        fixed = stream.start
+        unit = stream.target
+        n = 0
+        while left is None or n < left:
+            buf, base = pos.buf, pos.buf_at
+            if buf is not None and base <= pos.offset <= base + len(buf):
+                data = buf[pos.offset - base :]  # the rest of the block read last
+            else:
+                try:
+                    if fh.tell() != pos.offset:  # a gzipped file seeks back by reading again
                         fh.seek(pos.offset)
-                        return
-                    line = more if more.endswith(b"\n") else b""
-            at = pos.offset
-            pos.offset += len(line)
-            if not pos.fp_whole and not pos.gz:
-                self._refresh_fingerprint(pos)
-            parsed = _parse_docker(line) if docker else _parse_cri(line)
-            if parsed is None:
-                self.corrupt_reads += 1
-                continue
-            text, ts, out, partial = parsed
-            t_us = parse_time_us(ts, self._time_cache)
-            if t_us is None:
-                self.corrupt_reads += 1
-                continue
-            if pos.skip_us:
-                if t_us <= pos.skip_us:
+                    data = fh.read(BLOCK_BYTES)
+                except (OSError, EOFError, gzip.BadGzipFile) as exc:
+                    log.warning("log_file_unreadable", file=str(pos.path), error=str(exc))
+                    pos.buf = None
+                    return n
+            lines = data.split(b"\n")
+            tail = lines.pop()
+            while not lines:
+                # No whole line yet: a longer one, or one being written.
+                try:
+                    more = fh.read(BLOCK_BYTES)
+                except (OSError, EOFError, gzip.BadGzipFile) as exc:
+                    log.warning("log_file_unreadable", file=str(pos.path), error=str(exc))
+                    more = b""
+                if not more:
+                    # Read again from the line's start next time.
+                    pos.buf = None
+                    return n
+                data += more
+                lines = more.split(b"\n")
+                lines[0] = tail + lines[0]
+                tail = lines.pop()
+            pos.buf, pos.buf_at = data, pos.offset
+            off = pos.offset
+            for line in lines:
+                at = off
+                off += len(line) + 1
+                pos.offset = off
+                if not pos.fp_whole and not pos.gz:
+                    self._refresh_fingerprint(pos)
+                # The common line, cut apart here: text and time (line[-32:-2] below).
+                text = ts = None
+                if pos.pieces or pos.skip_us or pos.replay_until:
+                    pass  # _take keeps the pieces and the replay
+                elif docker:
+                    head, _, rest = line.rpartition(b'","stream":"')
+                    if (
+                        head.startswith(b'{"log":"')
+                        and head.endswith(b"\\n")
+                        and rest.endswith(b'"}')
+                        and rest[-42:-32] == b'","time":"'
+                    ):
+                        text = head[8:-2]
+                        ts = rest[-32:-2]
+                        if b"\\" in text:
+                            # moby writes a quote as \"; a text whose every backslash starts
+                            # one is exact with them replaced, any other escape is JSON's.
+                            if text.count(b"\\") == text.count(b'\\"'):
+                                text = text.replace(b'\\"', b'"')
+                            else:
+                                text = None
+                else:
+                    parts = line.split(b" ", 3)
+                    if len(parts) == 4 and parts[2] == b"F":
+                        ts, text = parts[0], parts[3]
+                sec = None
+                if (
+                    text is not None
+                    and ts is not None
+                    and len(ts) == 30
+                    and ts[19] == 46  # Docker's and containerd's own form, lines of one
+                    and ts[29] == 90  # second sharing its start
+                    and ts[20:29].isdigit()
+                ):
+                    sec = tcache.get(ts[:19])
+                if text is not None and sec is not None:
+                    t_us = sec + int(ts[20:26])  # type: ignore[index]
+                    if t_us > pos.last_us:
+                        pos.last_us = t_us
+                else:
+                    got = self._take(stream, pos, line + b"\n", at)
+                    if got is None:
+                        continue
+                    text, t_us = got
+                start = fixed if fixed is not None else self._start_of(stream, pos, text, t_us)
+                if since is not None and t_us < since:
                     continue
-                pos.skip_us = 0
-            if pos.replay_until:
-                if at >= pos.replay_until:
-                    pos.replay_until, pos.replay = 0, {}
-                elif at < pos.replay.get(out, pos.replay_until):
-                    continue  # handed out before the restart (or a piece of such a line)
-            held = pos.pieces.get(out)
-            if partial:
-                if held is None:
-                    pos.pieces[out] = [bytearray(text[:MAX_LINE_BYTES]), at, t_us]
-                elif len(held[0]) < MAX_LINE_BYTES:
-                    held[0] += text[: MAX_LINE_BYTES - len(held[0])]
-                continue
-            # The time of the last record of the line: a position lost is found again after it
-            # (the skip above), never in the middle of a split line.
-            pos.last_us = max(pos.last_us, t_us)
-            if held is not None:
-                del pos.pieces[out]
-                held[0] += text[: max(MAX_LINE_BYTES - len(held[0]), 0)]
-                text, t_us = bytes(held[0]), held[2]
-            start = self._start_of(stream, pos, text, t_us)
-            if since is not None and t_us < since:
-                continue
-            yield text, t_us, start
+                n += 1
+                self._realtime = t_us
+                if start == self._current:
+                    yield text
+                else:
+                    self._read_any = True
+                    self._current = start
+                    yield JournalEntry(
+                        unit=unit,
+                        message=clean_message(text),
+                        realtime_us=t_us,
+                        invocation_id=start,
+                    )
+                if left is not None and n >= left:
+                    return n
+            if not tail and pos.buf_at + len(data) == pos.offset:
+                pos.buf = None  # the block is used up: the next read follows on
+        return n
+
+    def _take(
+        self, stream: Stream, pos: _Position, line: bytes, at: int
+    ) -> tuple[bytes, int] | None:
+        """(text, time) of a line the fast path of _read_file does not cut apart: any form, a
+        piece of a split line, after a restart or a lost position; None when nothing is
+        handed out for it (a piece held, a line handed out before, a corrupt line)."""
+        parsed = _parse_docker(line) if stream.fmt == "docker" else _parse_cri(line)
+        if parsed is None:
+            self.corrupt_reads += 1
+            return None
+        text, ts, out, partial = parsed
+        t_us = parse_time_us(ts, self._time_cache)
+        if t_us is None:
+            self.corrupt_reads += 1
+            return None
+        if pos.skip_us:
+            if t_us <= pos.skip_us:
+                return None
+            pos.skip_us = 0
+        if pos.replay_until:
+            if at >= pos.replay_until:
+                pos.replay_until, pos.replay = 0, {}
+            elif at < pos.replay.get(out, pos.replay_until):
+                return None  # handed out before the restart (or a piece of such a line)
+        held = pos.pieces.get(out)
+        if partial:
+            if held is None:
+                pos.pieces[out] = [bytearray(text[:MAX_LINE_BYTES]), at, t_us]
+            elif len(held[0]) < MAX_LINE_BYTES:
+                held[0] += text[: MAX_LINE_BYTES - len(held[0])]
+            return None
+        # The time of the last record of the line: a position lost is found again after it
+        # (the skip above), never in the middle of a split line.
+        pos.last_us = max(pos.last_us, t_us)
+        if held is not None:
+            del pos.pieces[out]
+            held[0] += text[: max(MAX_LINE_BYTES - len(held[0]), 0)]
+            text, t_us = bytes(held[0]), held[2]
+        return text, t_us
 
     @staticmethod
     def _start_of(stream: Stream, pos: _Position, text: bytes, t_us: int) -> str:
@@ -723,6 +848,7 @@ class FileSource:
 
     @staticmethod
     def _close_file(pos: _Position) -> None:
+        pos.buf = None
         if pos.fh is not None:
             with contextlib.suppress(OSError):
                 pos.fh.close()
@@ -757,6 +883,10 @@ class FileSource:
 _DOCKER_HEAD = b'{"log":"'
 _DOCKER_STREAM = b'","stream":"'
 _DOCKER_TIME = b'","time":"'
+
+
+def _less(left: int | None, n: int) -> int | None:
+    return None if left is None else left - n
 
 
 def _parse_docker(line: bytes) -> tuple[bytes, bytes, bytes, bool] | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +104,7 @@ class JournalSource:
         self._last_start: tuple[bytes, bytes, bytes] | None = None
         # Entries naming a watched container that dockerd did not send, ignored.
         self.forged_entries = 0
+        self.pods: Mapping[str, str] = {}  # the journal has no pods (base.Source.pods)
         self.directory = directory
         self.files = tuple(files)
         # How one libsystemd reader is opened; a seam for tests that need a reader misbehave.

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Final
 
 from ..model import PodSelector
-from .files import Stream
+from .files import Stream, found
 
 DEFAULT_POD_LOGS: Final = Path("/var/log/pods")
 _LOG = re.compile(r"(0|[1-9][0-9]*)\.log(?:\.([0-9]{8}-[0-9]{6}))?(\.gz)?")
@@ -97,7 +97,7 @@ class PodLayout:
 
     def streams(self) -> list[Stream]:
         out = []
-        for pod_dir, selector, _pod, uid in self._pods():
+        for pod_dir, selector, pod, uid in self._pods():
             for cdir in self._containers(pod_dir, selector):
                 restarts: set[str] = set()
                 try:
@@ -113,22 +113,11 @@ class PodLayout:
                         key=f"k8s/{pod_dir.name}/{cdir.name}/{n}",
                         target=selector.target,
                         fmt="cri",
-                        files=(),
                         start=start_id(uid, cdir.name, n),
                         seed=str(cdir / n),
+                        pod=pod,
                     )
-                    files = self.files(stream)
-                    if files:
-                        out.append(
-                            Stream(
-                                key=stream.key,
-                                target=stream.target,
-                                fmt="cri",
-                                files=files,
-                                start=stream.start,
-                                seed=stream.seed,
-                            )
-                        )
+                    out += found(self, stream)
         return out
 
     def files(self, stream: Stream) -> tuple[Path, ...]:

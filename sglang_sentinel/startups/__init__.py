@@ -7,6 +7,13 @@ ledger.py          LogLedger       the downgrade ledger: a startup's downgrade l
 """
 
 from .ledger import TEMPLATES_KEPT, LogLedger, Vocabulary
-from .tracker import CLOSED_KEPT, StartupTracker
+from .tracker import CLOSED_KEPT, LIST_KEPT, StartupTracker
 
-__all__ = ["CLOSED_KEPT", "TEMPLATES_KEPT", "LogLedger", "StartupTracker", "Vocabulary"]
+__all__ = [
+    "CLOSED_KEPT",
+    "LIST_KEPT",
+    "TEMPLATES_KEPT",
+    "LogLedger",
+    "StartupTracker",
+    "Vocabulary",
+]

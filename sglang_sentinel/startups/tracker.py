@@ -71,6 +71,9 @@ _GENERIC_REASON_RE = re.compile(
 _MAX_SERVER_ARGS_CHARS = 1 << 20
 # Forgotten startups whose runtime values stay available (see StartupTracker.runtime_views).
 _ENDED_RUNTIME_KEPT = 16
+# Entries kept of a list fact (config files missing, ...): one per distinct file, so a few
+# dozen on a large MoE model; a further one is dropped.
+LIST_KEPT = 64
 # Closed startups remembered (StartupTracker._closed), so that a line of one never starts it afresh.
 CLOSED_KEPT = 256
 # How a closed startup's lines are dropped (StartupTracker._closed).
@@ -831,7 +834,7 @@ class StartupTracker:
                 have = b.facts.get(name)
                 merged = list(have) if isinstance(have, tuple) else []
                 merged.extend(c for c in map(scrub_text, value) if c not in merged)
-                b.facts[name] = tuple(merged)
+                b.facts[name] = tuple(merged[:LIST_KEPT])
             else:
                 if name not in b.facts or (primary and name not in b.primary):
                     b.facts[name] = scrub_text(value) if isinstance(value, str) else value

@@ -2,31 +2,45 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from records import POLICY, record
+from sentinelproc import scrape_in_process
 
-from sglang_sentinel.compare import UnitStatus, compare
+from sglang_sentinel import __version__
+from sglang_sentinel.compare import Snapshot, UnitStatus, compare
 from sglang_sentinel.daemon.metrics import SentinelCollector
 from sglang_sentinel.model import Stats
 
 UNIT = "sglang-qwen.service"
 
 
-def scrape(*views: UnitStatus, pinned: set[str] | None = None) -> dict[tuple[str, tuple], float]:  # type: ignore[type-arg]
+def scrape(
+    *views: UnitStatus, pinned: set[str] | None = None, reader: str = "python"
+) -> dict[tuple[str, tuple], float]:  # type: ignore[type-arg]
     registry = CollectorRegistry(auto_describe=False)
     registry.register(
         SentinelCollector(
-            views=lambda: views,
-            stats=Stats(entries_read=7),
-            rule_hits=lambda: {"capacity_summary": 2},
-            policy=lambda: POLICY,
-            baselines_pinned=lambda: pinned or set(),
+            lambda: Snapshot(
+                units=views,
+                pinned=frozenset(pinned or ()),
+                policy=POLICY,
+                stats=Stats(entries_read=7),
+                rule_hits={"capacity_summary": 2},
+            ),
             clock=lambda: 1_700_000_200.0,
+            reader=reader,
         )
     )
+    return samples(generate_latest(registry).decode())
+
+
+def samples(text: str) -> dict[tuple[str, tuple], float]:  # type: ignore[type-arg]
     out = {}
-    for family in text_string_to_metric_families(generate_latest(registry).decode()):
+    for family in text_string_to_metric_families(text):
         for s in family.samples:
             out[(s.name, tuple(sorted(s.labels.items())))] = s.value
     return out
@@ -64,3 +78,29 @@ def test_a_unit_without_a_decided_startup_has_no_fact_series() -> None:
     m = scrape(UnitStatus(unit=UNIT, comparison=None, starting=starting, history=(), pinned=False))
     assert not [k for k in m if k[0] == "sglang_sentinel_max_running_requests"]
     assert m[("sglang_sentinel_startup_in_progress", (("unit", UNIT),))] == 1
+
+
+@pytest.mark.parametrize("reader", ["c", "python"])
+def test_build_info_names_the_version_and_the_journal_reader(reader: str) -> None:
+    build = [k for k in scrape(reader=reader) if k[0] == "sglang_sentinel_build_info"]
+    assert build == [("sglang_sentinel_build_info", (("reader", reader), ("version", __version__)))]
+
+
+def test_the_daemons_build_info_names_the_reader_it_runs(
+    seed_journal_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SENTINEL_READER=python keeps to python-systemd's reader, and the metric says so."""
+    from sglang_sentinel.sources import reader_path
+
+    def build_info() -> list[tuple[str, tuple]]:  # type: ignore[type-arg]
+        text = scrape_in_process(seed_journal_dir, tmp_path / f"s-{reader_path()}")
+        return [k for k in samples(text) if k[0] == "sglang_sentinel_build_info"]
+
+    runs = reader_path()  # "c" where the extension is built (CI runs the suite both ways)
+    assert build_info() == [
+        ("sglang_sentinel_build_info", (("reader", runs), ("version", __version__)))
+    ]
+    monkeypatch.setenv("SENTINEL_READER", "python")
+    assert build_info() == [
+        ("sglang_sentinel_build_info", (("reader", "python"), ("version", __version__)))
+    ]

@@ -55,3 +55,36 @@ def test_scrapes_never_touch_the_state_store(seed_journal_dir: Path, tmp_path: P
         daemon.store = store
         daemon.source.close()
         store.close()
+
+
+def test_a_scrape_reads_one_snapshot_whose_counters_later_counts_leave_alone(
+    seed_journal_dir: Path, tmp_path: Path
+) -> None:
+    """The collector is handed one snapshot a scrape: statuses, pins, policy, the counters and
+    rule hits taken together, copies that what the loop counts afterwards does not change."""
+    config = load_config(
+        overrides={"journal.directory": str(seed_journal_dir), "state_dir": str(tmp_path / "s")},
+        environ={},
+    )
+    daemon = Daemon.from_config(config)
+    daemon.source.open()
+    try:
+        daemon.pipeline.resume(from_boot_start=False)
+        daemon._drain()
+        snap = daemon.snapshot()
+        assert [u.unit for u in snap.units] == ["sglang-qwen.service"]
+        assert snap.policy is daemon.policy
+        entries, hits = snap.stats.entries_read, dict(snap.rule_hits)
+        assert entries > 0 and hits
+        daemon.stats.entries_read += 5
+        daemon.stats.processing_errors["rules"] = 9
+        daemon.pipeline.tracker.rule_hits["capacity_summary"] += 3
+        assert snap.stats.entries_read == entries
+        assert snap.stats.processing_errors == {}
+        assert dict(snap.rule_hits) == hits
+        page = generate_latest(daemon.registry).decode()
+        assert f"sglang_sentinel_journal_entries_read_total {entries + 5}.0" in page
+        assert 'sglang_sentinel_processing_errors_total{stage="rules"} 9.0' in page
+    finally:
+        daemon.source.close()
+        daemon.store.close()

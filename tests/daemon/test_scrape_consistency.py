@@ -29,7 +29,7 @@ from journaltools import StartupScript, build_journal, write_export
 from prometheus_client import generate_latest
 
 import sglang_sentinel.daemon.loop as daemon_module
-from sglang_sentinel.compare import UnitStatus
+from sglang_sentinel.compare import Snapshot
 from sglang_sentinel.config import load_config
 from sglang_sentinel.daemon import Daemon
 from sglang_sentinel.model import RuntimeView, StartupRecord
@@ -187,10 +187,10 @@ class LoopConnectionDaemon(RecordingDaemon):
         self.store._db = _OneStatementAtATime(self.store._db)  # type: ignore[assignment]
         self._views_lock = threading.Lock()
 
-    def views(self) -> tuple[UnitStatus, ...]:
+    def snapshot(self) -> Snapshot:
         with self._views_lock:  # one scrape at a time builds views
             Daemon.publish(self)
-            return self._snapshot.views
+            return Daemon.snapshot(self)
 
 
 def inject_failures(daemon: Daemon, harness: Harness) -> None:

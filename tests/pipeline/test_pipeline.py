@@ -9,8 +9,8 @@ from journaltools import build_journal, ready_startup, write_export
 
 from sglang_sentinel.config import Config
 from sglang_sentinel.config.schema import JournalConfig
-from sglang_sentinel.pipeline import Pipeline, _cursor_time, load_rules_and_policy
-from sglang_sentinel.sources import JournalSource
+from sglang_sentinel.pipeline import Pipeline, load_rules_and_policy
+from sglang_sentinel.sources import JournalSource, journal_cursor_time
 from sglang_sentinel.state import StateStore
 
 UNIT = "sglang-qwen.service"
@@ -87,5 +87,5 @@ def test_max_replay_age_skips_old_history(tmp_path: Path) -> None:
 
 def test_cursor_time_reads_the_realtime_field() -> None:
     cursor = "s=fa4a;i=2;b=5d1b;m=b54e60140;t=64c9e1f018140;x=c759"
-    assert _cursor_time(cursor) == 0x64C9E1F018140 / 1e6
-    assert _cursor_time("garbage") == 0.0
+    assert journal_cursor_time(cursor) == 0x64C9E1F018140 / 1e6
+    assert journal_cursor_time("garbage") == 0.0

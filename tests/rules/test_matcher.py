@@ -33,6 +33,15 @@ PREFIXES = [
     "[2026-03-09 21:31:11 TP] ",
     "[2026-03-09 21:31:09] WARNING server_args.py:2326: ",
     "[Gloo] ",
+    # other tools' wrappers before the SGLang line (docs/architecture.md, "Wrappers")
+    "2026-09-23T08:24:42.655136271Z [2026-03-09 21:34:27 TP0] ",
+    "2026-09-23T08:24:42Z stdout F [2026-03-09 21:34:27 DP1 TP3] ",
+    "(SGLangEngine pid=206831) [2026-03-09 21:31:11] ",
+    "(SGLangEngine pid=206831) ",
+    "sglang-1  | [2026-03-09 21:31:11] WARNING server_args.py:2326: ",
+    "2025-03-07 23:50:27,531 - __main__ - INFO - [2026-3-09 21:31:11] ",
+    "2026-09-23 08:24:42 2026-09-23T08:24:42Z (Name pid=1) (Name pid=2) [2026-03-09 21:31:11] ",
+    "2026-09-23T08:24:42Z ",
 ]
 FRAGMENTS = st.one_of(
     st.sampled_from(LITERALS),
@@ -101,6 +110,33 @@ def test_batch_lines_are_deferred_only_when_conversion_cannot_fail() -> None:
         b"token usage: 0.03, gen throughput (token/s): 1.00, #queue-req: 0"
     )
     assert MEMO.match_line(huge) == []  # int() refuses it: no match, as match() says
+
+
+def test_a_wrapped_batch_line_is_memoised_as_the_bare_one() -> None:
+    """A wrapper (docker -t, CRI, Ray, compose) costs the memo nothing: the verdict of the masked
+    line is kept, and the deferred facts are read after the wrapper."""
+    bare = (
+        "[2026-03-09 21:41:22 TP0] Decode batch, #running-req: 3, #token: 13520, token usage: "
+        "0.03, cuda graph: True, gen throughput (token/s): 156.84, #queue-req: 0"
+    )
+    want = as_facts(bare.encode(), MEMO.match_line(bare.encode()))
+    memo = MemoMatcher(PACK)
+    for wrapper in (
+        "2026-09-23T08:24:42.655136271Z ",
+        "2026-09-23T08:24:42.655136271Z stdout F ",
+        "(SGLangEngine pid=206831) ",
+        "sglang-1  | ",
+        "2026-09-23T08:24:42Z (SGLangEngine pid=7) ",
+    ):
+        raw = (wrapper + bare).encode()
+        for _ in range(2):  # the second time from the memo
+            got = memo.match_line(raw)
+            assert isinstance(got, BatchMatch), wrapper
+            assert as_facts(raw, got) == want == expected(raw)
+        known = memo.known()
+        assert known is not None
+        view, table = known
+        assert view[raw.translate(table)] is got
 
 
 def test_the_runtime_rules_are_digit_blind() -> None:

@@ -316,22 +316,33 @@ def test_normalized_settings_of_every_version(
         "piecewise_cuda_graph": True,
         "cuda_graph": True,
         "flashinfer_allreduce_fusion": False,
+        # Off in both seed startups: a mamba model's no_buffer radix cache.
+        "overlap_schedule": False,
         **common,
     }
     assert normalized_settings(startup2.args) == {
         "piecewise_cuda_graph": False,
         "cuda_graph": True,
         "flashinfer_allreduce_fusion": True,
+        "overlap_schedule": False,
         **common,
     }
     assert normalized_settings(parse_server_args(DICT_REPR_0523).args) == {
         "piecewise_cuda_graph": False,
         "cuda_graph": True,
         "flashinfer_allreduce_fusion": True,
+        "overlap_schedule": None,
         **common,
     }
     assert normalized_settings({}) == dict.fromkeys(
-        ["piecewise_cuda_graph", "cuda_graph", "flashinfer_allreduce_fusion", *common], None
+        [
+            "piecewise_cuda_graph",
+            "cuda_graph",
+            "flashinfer_allreduce_fusion",
+            "overlap_schedule",
+            *common,
+        ],
+        None,
     )
 
 

@@ -174,6 +174,72 @@ def test_rotated_away_while_stopped_reads_what_is_left(tmp_path: Path) -> None:
     assert texts(drain(resumed(tmp_path, cursor))) == ["mid", "new"]
 
 
+class SteppedBack(Clock):
+    """Line times of a clock stepped back between two rotations (NTP): the lines after the
+    second rotation are older than the last one read before it."""
+
+    def step_back(self) -> None:
+        self.us -= 10_000_000
+
+
+@pytest.mark.parametrize("following", [True, False], ids=["following", "restarted"])
+def test_two_rotations_between_reads_finish_each_file_once(tmp_path: Path, following: bool) -> None:
+    """max-file 2, two rotations before the reader looks again: the file it was in is gone,
+    every file left is newer and is read whole, whatever its lines' times (were skipped up to
+    the time of the last line read, losing a burst in one microsecond or a clock stepped back)."""
+    clock = SteppedBack()
+    c = DockerDir(tmp_path, CID, "sglang", clock)
+    for i in range(4):
+        c.line(f"a{i}")
+    source = docker_source(tmp_path, follow=following)
+    assert texts(drain(source, limit=2)) == ["a0", "a1"]
+    cursor = source.cursor()
+    if not following:
+        source.close()
+    c.rotate(max_file=2)
+    clock.step_back()
+    c.line("b0")
+    c.line("b1")
+    c.rotate(max_file=2)  # the file of a0-a3 is removed
+    c.line("c0")
+    assert not (c.dir / f"{CID}-json.log.2").exists()
+    if following:
+        # Read through the open file to its end, then the newer ones.
+        assert texts(drain(source)) == ["a2", "a3", "b0", "b1", "c0"]
+        source.close()
+    else:
+        assert texts(drain(resumed(tmp_path, cursor))) == ["b0", "b1", "c0"]
+
+
+def test_two_pod_rotations_between_reads_finish_each_file_once(tmp_path: Path) -> None:
+    """The kubelet keeping 2 files: rotated twice while the reader was away, lines in one
+    microsecond: each file left is read once, whole."""
+
+    class Burst(Clock):
+        def next(self, step_us: int = 1000) -> int:
+            return self.us
+
+    pod = PodDir(tmp_path, "llm", "sglang-0", "uid-1", Burst())
+    selector = [parse_selector("llm/sglang-0/server")]
+    for i in range(3):
+        pod.line("server", 0, f"a{i}")
+    source = FileSource([PodLayout(tmp_path, selector)])
+    source.open(follow=True)
+    source.seek_head()
+    assert texts(drain(source, limit=1)) == ["a0"]
+    cursor = source.cursor()
+    pod.rotate("server", 0, "20260101-100000", keep=2)
+    pod.line("server", 0, "b0")
+    pod.rotate("server", 0, "20260101-100100", keep=2)  # the a-file is removed
+    pod.line("server", 0, "c0")
+    assert texts(drain(source)) == ["a1", "a2", "b0", "c0"]
+    source.close()
+    again = FileSource([PodLayout(tmp_path, selector)])
+    again.open(follow=False)
+    assert cursor is not None and again.seek_cursor(cursor)
+    assert texts(drain(again)) == ["b0", "c0"]
+
+
 def test_truncated_file_is_read_again_from_its_start(tmp_path: Path) -> None:
     c = DockerDir(tmp_path, CID, "sglang")
     c.line("before truncation")

@@ -1,0 +1,185 @@
+"""The file source's block reader hands out exactly what the line-by-line parse does (json.loads
+for any JSON, the CRI split, the general RFC 3339 parse): any mix of Docker's compact lines,
+escapes, pieces, other time forms and corrupt lines, read whole, in chunks, or resumed from a
+cursor at any point."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sglang_sentinel.model import JournalEntry, parse_selector
+from sglang_sentinel.sources import DockerLayout, FileSource, Layout, PodLayout, parse_time_us
+from sglang_sentinel.sources.files import _parse_cri, _parse_docker, start_id
+from sglang_sentinel.text import clean_message
+
+CID = "c" * 64
+WORDS = ["a", "b c", '"', "\\", "\t", "<", "&", "é", "✓", " ", "server_args=", "\x1b[1m", "\r", ":"]
+TIMES = st.sampled_from(
+    [
+        "2026-01-01T10:00:0{s}.12345678{d}Z",  # the engines' own form
+        "2026-01-01T10:00:0{s}.12345678{d}Z",
+        "2026-01-01T10:00:0{s}.12345678{d}Z",
+        "2026-01-01T12:00:0{s}.1234{d}+02:00",  # other RFC 3339 forms
+        "2026-01-01t10:00:0{s}.{d}z",
+        "2026-01-01T10:00:0{s}Z",
+        "2026-13-01T10:00:0{s}.12345678{d}Z",  # not a time: a corrupt line
+        "2026-01-01T10:00:0{s}.1234567x{d}Z",
+    ]
+)
+RECORD = st.tuples(
+    st.lists(st.sampled_from(WORDS), max_size=6).map("".join),
+    st.booleans(),  # a piece (no newline / P)
+    st.sampled_from(["stdout", "stderr"]),
+    TIMES,
+    st.integers(0, 9),
+    st.sampled_from(["compact", "compact", "compact", "ascii", "spaced", "corrupt"]),
+)
+
+
+def docker_line(text: str, piece: bool, out: str, ts: str, style: str) -> bytes:
+    record = {"log": text + ("" if piece else "\n"), "stream": out, "time": ts}
+    if style == "corrupt":
+        return b'{"log":"' + text.encode() + b"\n"
+    if style == "spaced":
+        return json.dumps(record).encode() + b"\n"
+    compact = json.dumps(record, separators=(",", ":"), ensure_ascii=style == "ascii")
+    return compact.encode() + b"\n"
+
+
+def cri_line(text: str, piece: bool, out: str, ts: str, style: str) -> bytes:
+    text = text.replace("\n", " ").replace("\r", " ")
+    tag = "P" if piece else {"spaced": "F:x", "corrupt": "X"}.get(style, "F")
+    return f"{ts} {out} {tag} {text}".encode() + b"\n"
+
+
+def reference(data: bytes, fmt: str, seed: str, fixed: str | None) -> list[tuple[str, object]]:
+    """Line by line, as the reader did before it read blocks."""
+    out: list[tuple[str, object]] = []
+    pieces: dict[bytes, tuple[bytearray, int]] = {}
+    start: str | None = None
+    args_seen = False
+    current: str | None = None
+    for line in data.splitlines(keepends=True):
+        parsed = _parse_docker(line) if fmt == "docker" else _parse_cri(line)
+        if parsed is None:
+            continue
+        text, ts, output, partial = parsed
+        t = parse_time_us(ts)
+        if t is None:
+            continue
+        held = pieces.get(output)
+        if partial:
+            if held is None:
+                pieces[output] = (bytearray(text), t)
+            else:
+                held[0].extend(text)
+            continue
+        if held is not None:
+            del pieces[output]
+            text, t = bytes(held[0]) + text, held[1]
+        if fixed is None:
+            if start is None:
+                start, args_seen = start_id(seed, t), False
+            if b"server_args=" in text:
+                if args_seen:
+                    start = start_id(seed, t)
+                args_seen = True
+        inv = fixed if fixed is not None else start
+        if inv != current:
+            current = inv
+            out.append(("entry", (clean_message(text), t, inv)))
+        else:
+            out.append(("raw", (text, t)))
+    return out
+
+
+def read(source: FileSource, limit: int | None) -> list[tuple[str, object]]:
+    got: list[tuple[str, object]] = []
+    for item in source.lines(limit):
+        if isinstance(item, JournalEntry):
+            got.append(("entry", (item.message, item.realtime_us, item.invocation_id)))
+        else:
+            got.append(("raw", (item, source.realtime_us())))
+    return got
+
+
+def as_lines(items: list[tuple[str, Any]]) -> list[tuple[str, int]]:
+    """Text and time only: where a read starts again (a chunk, a restart) makes an entry."""
+    return [(clean_message(p[0]) if k == "raw" else p[0], p[1]) for k, p in items]
+
+
+Record = tuple[str, bool, str, str, int, str]
+
+
+def check(fmt: str, records: list[Record], chunk: int) -> None:
+    make = docker_line if fmt == "docker" else cri_line
+    data = b"".join(
+        make(text, piece, out, ts.format(s=i % 10, d=d), style)
+        for i, (text, piece, out, ts, d, style) in enumerate(records)
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        if fmt == "docker":
+            cdir = root / "containers" / CID
+            cdir.mkdir(parents=True)
+            (cdir / "config.v2.json").write_text(json.dumps({"ID": CID, "Name": "/sglang"}))
+            (cdir / f"{CID}-json.log").write_bytes(data)
+            layout: Layout = DockerLayout(root, ["sglang"])
+            seed, fixed = CID, None
+        else:
+            cdir = root / "llm_sglang-0_uid-1" / "server"
+            cdir.mkdir(parents=True)
+            (cdir / "0.log").write_bytes(data)
+            layout = PodLayout(root, [parse_selector("llm/sglang-0/server")])
+            seed = ""
+            from sglang_sentinel.sources.podlogs import start_id as pod_start
+
+            fixed = pod_start("uid-1", "server", "0")
+        expected = reference(data, fmt, seed, fixed)
+
+        whole = FileSource([layout])
+        whole.open(follow=False)
+        whole.seek_head()
+        assert read(whole, None) == expected
+        whole.close()
+
+        # In chunks, and a restart from the cursor after the first one.
+        chunked = FileSource([layout])
+        chunked.open(follow=False)
+        chunked.seek_head()
+        got = read(chunked, chunk)
+        cursor = chunked.cursor()
+        rest: list[tuple[str, object]] = []
+        while True:
+            more = read(chunked, chunk)
+            if not more:
+                break
+            rest += more
+        chunked.close()
+        assert as_lines(got + rest) == as_lines(expected)
+        again = FileSource([layout])
+        again.open(follow=False)
+        if cursor is None:
+            again.seek_head()
+        else:
+            assert again.seek_cursor(cursor)
+        assert as_lines(got + read(again, None)) == as_lines(expected)
+        again.close()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(RECORD, max_size=25), st.integers(1, 7))
+def test_json_file_blocks_read_what_the_line_parse_reads(records: list[Record], chunk: int) -> None:
+    check("docker", records, chunk)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(RECORD, max_size=25), st.integers(1, 7))
+def test_cri_blocks_read_what_the_line_parse_reads(records: list[Record], chunk: int) -> None:
+    check("cri", records, chunk)
