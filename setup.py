@@ -13,8 +13,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import runpy
+from pathlib import Path
 
 from setuptools import Extension, setup
 
@@ -25,9 +27,13 @@ def compiled_hot_path() -> list[Extension]:
         return []
     from mypyc.build import mypycify  # asked for: fail loudly without mypy
 
-    paths = runpy.run_path("sglang_sentinel/compiled.py")["COMPILED"]
+    paths = list(runpy.run_path("sglang_sentinel/compiled.py")["COMPILED"])
+    # What it is built from, for tests/host/test_compiled.py: in a checkout a compiled module
+    # shadows its source, and the suite must not test an older build.
+    digest = hashlib.sha256(b"".join(Path(p).read_bytes() for p in paths)).hexdigest()
+    Path("sglang_sentinel/compiled-sources.sha256").write_text(digest + "\n")
     # One shared library inside the package (not a top-level module beside it).
-    return mypycify(list(paths), opt_level="3", group_name="sglang_sentinel._native")
+    return mypycify(paths, opt_level="3", group_name="sglang_sentinel._native")
 
 
 setup(

@@ -25,12 +25,16 @@ def module_names() -> list[str]:
     return [path.removesuffix(".py").replace("/", ".") for path in COMPILED]
 
 
+def origin(name: str) -> str:
+    """The file module `name` was loaded from, .py or a C extension. (A mypyc module names its
+    own path with the package's directory twice; the suffix is right.)"""
+    spec = importlib.import_module(name).__spec__
+    return str(spec.origin) if spec is not None else ""
+
+
 def hot_path() -> str:
     """`compiled` when every module above runs compiled, `pure` when none does, else `mixed`."""
-    compiled = [
-        str(getattr(importlib.import_module(name), "__file__", "")).endswith((".so", ".pyd"))
-        for name in module_names()
-    ]
+    compiled = [origin(name).endswith((".so", ".pyd")) for name in module_names()]
     if all(compiled):
         return "compiled"
     return "mixed" if any(compiled) else "pure"
