@@ -5,7 +5,7 @@
 #   scripts/bootstrap.sh --test-peers  also the real binaries the tests and benchmarks cross
 #                                      into (prometheus, prometheus-alertmanager, mtail, sqlite3)
 #   SENTINEL_MYPYC=1 scripts/bootstrap.sh  .venv's hot path compiled with mypyc (setup.py), as
-#                                      `make ci` tests it; without it .venv runs it pure
+#                                      `make ci` tests it; =0 pure again (a new .venv is pure)
 #
 # Idempotent and quick when everything is already there. Run as root on a fresh Debian 12.
 # Test peers are used as binaries only: a peer package this script installs gets its services
@@ -111,25 +111,28 @@ if [[ ! -x .venv/bin/python ]]; then
     "$PYTHON" -m venv .venv
 fi
 
-# SENTINEL_MYPYC=1 builds the hot path compiled with mypyc (setup.py; `make ci` asks for it), else
-# it runs pure. The compiled modules sit beside their sources and shadow them, so a compiled
-# .venv is rebuilt whenever one of those sources changes, and a pure one leaves none behind.
-hot_path=pure
-compiled_sources=()
-if [[ ${SENTINEL_MYPYC:-} == 1 ]]; then
-    hot_path=compiled
-    mapfile -t compiled_sources < <("$PYTHON" -c \
-        'import runpy; print(*runpy.run_path("sglang_sentinel/compiled.py")["COMPILED"], sep="\n")')
+# SENTINEL_MYPYC=1 builds .venv's hot path compiled with mypyc (setup.py; `make ci` asks for it),
+# SENTINEL_MYPYC=0 pure again; unset or empty keeps what .venv has (pure when new). The compiled
+# modules sit beside their sources and shadow them, so a compiled .venv is rebuilt whenever one
+# of those sources changes, and a pure one leaves none behind.
+mode_file=.venv/.sentinel-hot-path
+case ${SENTINEL_MYPYC:-} in
+    1) hot_path=compiled ;;
+    0) hot_path=pure ;;
+    *) hot_path=$(cat "$mode_file" 2>/dev/null || echo pure) ;;
+esac
+mapfile -t compiled_sources < <("$PYTHON" -c \
+    'import runpy; print(*runpy.run_path("sglang_sentinel/compiled.py")["COMPILED"], sep="\n")')
+if [[ $hot_path == compiled ]]; then
+    export SENTINEL_MYPYC=1 # pip's build reads it (setup.py)
 else
-    export SENTINEL_MYPYC=  # pip's build reads it too
-    if [[ -x .venv/bin/python ]]; then
-        suffix=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
-        rm -f sglang_sentinel/_native__mypyc"$suffix"
-        while read -r source; do
-            rm -f "${source%.py}$suffix"
-        done < <("$PYTHON" -c \
-            'import runpy; print(*runpy.run_path("sglang_sentinel/compiled.py")["COMPILED"], sep="\n")')
-    fi
+    export SENTINEL_MYPYC=
+    suffix=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+    rm -f sglang_sentinel/_native__mypyc"$suffix"
+    for source in "${compiled_sources[@]}"; do
+        rm -f "${source%.py}$suffix"
+    done
+    compiled_sources=()
 fi
 
 stamp=.venv/.sentinel-pyproject.sha256
@@ -162,6 +165,7 @@ PY
         exit 1
     fi
     printf '%s\n' "$want" >"$stamp"
+    printf '%s\n' "$hot_path" >"$mode_file"
 fi
 # pip builds the C journal reader when gcc and libsystemd-dev are there, else warns and the
 # package reads with python-systemd; --version says which, and whether the hot path is compiled.
