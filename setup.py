@@ -1,8 +1,9 @@
 """The optional C parts; everything else is in pyproject.toml.
 
-- The C reader (sglang_sentinel/sources/_journalread.c): built when a compiler, the Python headers
-  and libsystemd's (libsystemd-dev) are there, as systemd-python itself needs them; without them
-  the build says why and the package runs its pure-Python reader.
+- The C readers (sglang_sentinel/sources/_journalread.c, _fileread.c): built when a compiler, the
+  Python headers and libsystemd's (libsystemd-dev) are there, as systemd-python itself needs
+  them (_fileread needs only the compiler and the Python headers); without them the build says
+  why and the package runs its pure-Python readers.
 - The hot path compiled with mypyc (the modules sglang_sentinel/compiled.py lists), only on request:
   SENTINEL_MYPYC=1 in the environment of `pip install`, which then also fetches mypy into the
   build (tools/build_backend.py). Off by default: it costs a minute of build per Python, and an
@@ -42,6 +43,12 @@ setup(
             "sglang_sentinel.sources._journalread",
             ["sglang_sentinel/sources/_journalread.c"],
             libraries=["systemd"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
+        Extension(
+            "sglang_sentinel.sources._fileread",
+            ["sglang_sentinel/sources/_fileread.c"],
             extra_compile_args=["-O2"],
             optional=True,
         ),

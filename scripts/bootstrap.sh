@@ -140,7 +140,8 @@ stamp=.venv/.sentinel-pyproject.sha256
 # so does a change of the hot path's build, or of a compiled module's source.
 want=$({
     echo "hot path: $hot_path"
-    cat pyproject.toml setup.py tools/build_backend.py sglang_sentinel/sources/_journalread.c
+    cat pyproject.toml setup.py tools/build_backend.py sglang_sentinel/sources/_journalread.c \
+        sglang_sentinel/sources/_fileread.c
     cat sglang_sentinel/compiled.py "${compiled_sources[@]}"
 } | sha256sum | cut -d' ' -f1)
 have=$(cat "$stamp" 2>/dev/null || true)

@@ -5,10 +5,11 @@
 # release of each minor). Without pyenv, the only interpreter tried is Debian's own python3, and
 # the script says so. In CI (CI=true) a missing minor is an error, never a silent skip.
 #
-#   scripts/test-pythons.sh [--skip-python PATH] [pytest args...]
+#   scripts/test-pythons.sh [--skip-python PATH] [--skip-minor X.Y]... [pytest args...]
 #
 # --skip-python leaves out the minor version of that interpreter (make ci passes .venv's python,
-# whose suite `make test` has just run). Venvs live in .venvs/pyX.Y and are reused while
+# whose suite `make test` has just run); --skip-minor leaves out a minor version run elsewhere
+# (.ci/run: 3.13, whose suite runs on Debian 13's own python3 inside the booted root). Venvs live in .venvs/pyX.Y and are reused while
 # pyproject.toml, setup.py and the C reader's source are unchanged.
 set -euo pipefail
 
@@ -17,11 +18,15 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 say() { printf 'test-pythons: %s\n' "$*" >&2; }
 
 MINORS=(3.10 3.11 3.12 3.13)
-skip_minor=""
-if [[ ${1:-} == --skip-python ]]; then
-    skip_minor=$("$2" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+skip_minors=" "
+while (($# >= 2)); do
+    case $1 in
+    --skip-python) skip_minors+="$("$2" -c 'import sys; print("%d.%d" % sys.version_info[:2])') " ;;
+    --skip-minor) skip_minors+="$2 " ;;
+    *) break ;;
+    esac
     shift 2
-fi
+done
 
 home=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
 pyenv_root=${PYENV_ROOT:-$home/.pyenv}
@@ -60,8 +65,8 @@ if ((${#missing[@]})); then
 fi
 
 # What the install builds from: a change to the C reader needs a fresh build too.
-want=$(cat pyproject.toml setup.py tools/build_backend.py sglang_sentinel/sources/_journalread.c |
-    sha256sum | cut -d' ' -f1)
+want=$(cat pyproject.toml setup.py tools/build_backend.py sglang_sentinel/sources/_journalread.c \
+    sglang_sentinel/sources/_fileread.c | sha256sum | cut -d' ' -f1)
 # These venvs run the hot path pure (setup.py): only .venv builds it compiled, when
 # SENTINEL_MYPYC=1 asks (scripts/bootstrap.sh, make ci). A compiled module of the same Python
 # version in the tree (a compiled .venv's) would still be loaded: `--version` says which runs.
@@ -71,8 +76,8 @@ summary=()
 for minor in "${MINORS[@]}"; do
     py=${found[$minor]:-}
     [[ -n $py ]] || continue
-    if [[ $minor == "$skip_minor" ]]; then
-        say "Python $minor: suite already run by make test (.venv)"
+    if [[ $skip_minors == *" $minor "* ]]; then
+        say "Python $minor: left out (--skip-python/--skip-minor: its suite runs elsewhere)"
         continue
     fi
     venv=.venvs/py$minor

@@ -29,6 +29,7 @@ from .logs import Logger, configure_logging, print_error
 from .logtemplates import log_diff
 from .model import SEVERITY_ORDER, Comparison, StartupRecord
 from .outputs import (
+    ScanOutput,
     render_diff,
     render_log_diff,
     render_page,
@@ -361,20 +362,26 @@ def cmd_scan(args: argparse.Namespace) -> int:
         if n == 0:
             break
     source.close()
+    entries_read = pipeline.stats.entries_read
+    del pipeline  # its tracker's builders (decode samples and all) are stored: let them go
     # Re-evaluate after the whole pass so every startup is compared with its final baseline;
     # one still starting is judged now, as `check` and the page judge it (it may have stalled).
-    comparisons = []
+    # Each comparison is rendered and let go at once (it holds two startups' records): the
+    # scan's memory does not grow with the number of startups it reports.
+    out = ScanOutput(as_json=args.json)
+    compared = 0
     now = time.time()
     for inv in seen:
         record = store.startup(inv)
         if record is not None:
-            comparisons.append(evaluate(store, record, policy, now=now))
+            out.add(evaluate(store, record, policy, now=now))
+            compared += 1
     store.close()  # a writer's close leaves no -wal/-shm for the readers after it (state.py)
-    log.info("scan_finished", entries=pipeline.stats.entries_read, startups=len(comparisons))
+    log.info("scan_finished", entries=entries_read, startups=compared)
     if args.json:
-        _emit_json(scan_json(comparisons))
+        _emit_json(out.json())
     else:
-        print(render_report(comparisons))
+        print(out.text())
     return EXIT_OK
 
 

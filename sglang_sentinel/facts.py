@@ -499,6 +499,13 @@ FACTS: Final[tuple[Fact, ...]] = (
         "control",
         "the exception a traceback ends with; replaces a failure_reason that names no error",
     ),
+    Fact(
+        "traceback_chained",
+        "bool",
+        "control",
+        "a chained traceback goes on (`During handling of the above exception, ...`, `The above "
+        "exception was the direct cause ...`): the next exception is the one the start died of",
+    ),
 )
 
 BY_NAME: Final[Mapping[str, Fact]] = {f.name: f for f in FACTS}

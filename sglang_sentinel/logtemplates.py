@@ -93,16 +93,20 @@ class LogLine:
 
 @dataclass(frozen=True, slots=True)
 class LogDiff:
-    """The downgrade templates a startup printed and its baseline did not (new), and back."""
+    """The downgrade templates a startup printed and its baseline did not (new), and back
+    (gone: information only, a fallback that went away); `version_changed` says once that the
+    two ran other SGLang versions, whose rewordings show as a new and a gone template."""
 
     new: tuple[LogLine, ...]
     gone: tuple[LogLine, ...]
     accepted: int = 0  # new templates policy.accepted_messages silenced
+    version_changed: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "new": [line.to_json() for line in self.new],
             "gone": [line.to_json() for line in self.gone],
+            "version_changed": self.version_changed,
         }
 
 
@@ -149,7 +153,27 @@ def log_diff(
         for template, line in before.items()
         if template not in now and not _reworded(line, baseline, record)
     )
-    return LogDiff(tuple(new), gone, silenced)
+    return LogDiff(tuple(new), gone, silenced, version_change(record, baseline))
+
+
+def version_change(record: StartupRecord, baseline: StartupRecord) -> str | None:
+    """What says the two startups ran other SGLang versions, None when nothing does.
+
+    SGLang logs no version line; what a startup shows of its version is its resolved
+    server_args, whose fields change with nearly every release (0.5.10 added
+    `disable_piecewise_cuda_graph`, 0.5.23 `cuda_graph_config`). A field added or removed is
+    another release; a startup without server_args (the line lost) tells nothing.
+    """
+    if not record.server_args or not baseline.server_args:
+        return None
+    now, before = set(record.server_args), set(baseline.server_args)
+    added, removed = len(now - before), len(before - now)
+    if not added and not removed:
+        return None
+    return (
+        f"SGLang version changed (server_args fields: {added} added, {removed} removed): "
+        "a message the new release rewords shows as one new and one gone template"
+    )
 
 
 def _reworded(line: LogLine, record: StartupRecord, other: StartupRecord) -> bool:
@@ -166,4 +190,5 @@ __all__ = [
     "LogLine",
     "log_diff",
     "template_of",
+    "version_change",
 ]

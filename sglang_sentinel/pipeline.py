@@ -25,7 +25,6 @@ from .model import (
     parse_selector,
 )
 from .rules import MemoMatcher, RuleSet, default_rules_dir, load_rules
-from .sources import journal_cursor_time
 from .state import StateStore
 
 if TYPE_CHECKING:
@@ -238,7 +237,13 @@ class Pipeline:
     def _cursor_time(self, cursor: str) -> float:
         """The time a saved cursor is at: a file source's (JSON) or the journal's `t=`."""
         cursor_time = getattr(self.source, "cursor_time", None)
-        return float(cursor_time(cursor)) if callable(cursor_time) else journal_cursor_time(cursor)
+        if callable(cursor_time):
+            return float(cursor_time(cursor))
+        # Here, not at the top: the sources' face loads the journal reader, which the state
+        # commands (check, report, startups) never need (tests/host/test_startup_cost.py).
+        from .sources import journal_cursor_time
+
+        return journal_cursor_time(cursor)
 
     def _count_cursor_reset(self, reason: str) -> None:
         self.stats.cursor_resets += 1

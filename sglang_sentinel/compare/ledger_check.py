@@ -113,14 +113,18 @@ def ledger_finding(
     shown = "; ".join(line.example for line in diff.new[:_SHOWN])
     more = f" (+{len(diff.new) - _SHOWN} more)" if len(diff.new) > _SHOWN else ""
     count = len(diff.new)
+    # Said once: a new release rewords messages, so some new templates are old ones reworded.
+    upgrade = " (the SGLang version changed)" if diff.version_changed else ""
+    if diff.version_changed:
+        evidence.insert(0, note(diff.version_changed))
     return Finding(
         check=LEDGER_CHECK,
         severity=severity,
         baseline=None,
         current=tuple(line.template for line in diff.new),
         message=(
-            f"{count} downgrade message{'s' if count > 1 else ''} the baseline never printed: "
-            f"{shown}{more}"
+            f"{count} downgrade message{'s' if count > 1 else ''} the baseline never "
+            f"printed{upgrade}: {shown}{more}"
         ),
         evidence=tuple(evidence),
     )

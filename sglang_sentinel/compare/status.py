@@ -109,6 +109,10 @@ class Snapshot:
     stats: Stats = field(default_factory=Stats)
     rule_hits: Mapping[str, int] = field(default_factory=dict)
     gpu: str = ""
+    # From the Kubernetes API when kubernetes.labels names some (daemon/kubeapi.py): the
+    # Prometheus label names, and per "NAMESPACE/POD" their values.
+    pod_label_names: tuple[str, ...] = ()
+    pod_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 def unit_status(

@@ -7,13 +7,22 @@ reload.py  plan_reload  SIGHUP: per key, applied to the running daemon or kept u
 
 from .load import load_config
 from .reload import plan_reload
-from .schema import AlertmanagerConfig, Config, ListenAddress, config_to_dict
+from .schema import (
+    AlertmanagerConfig,
+    Config,
+    KubernetesConfig,
+    ListenAddress,
+    config_to_dict,
+    pod_label_name,
+)
 
 __all__ = [
     "AlertmanagerConfig",
     "Config",
+    "KubernetesConfig",
     "ListenAddress",
     "config_to_dict",
     "load_config",
     "plan_reload",
+    "pod_label_name",
 ]

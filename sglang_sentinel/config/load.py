@@ -33,6 +33,7 @@ from sglang_sentinel.config.schema import (
     LogFormat,
     LogLevel,
     RulesConfig,
+    api_url,
     choice,
     container_name,
     count,
@@ -43,6 +44,9 @@ from sglang_sentinel.config.schema import (
     known_keys,
     label_string,
     listen_address,
+    node_name,
+    pod_label_key,
+    pod_label_name,
     pod_selector,
     unit_name,
 )
@@ -164,6 +168,17 @@ class _Checker:
     def pods(self, value: Any, path: str) -> tuple[str, ...]:
         return self.items(value, path, pod_selector)
 
+    def pod_labels(self, value: Any, path: str) -> tuple[str, ...]:
+        keys = self.items(value, path, pod_label_key)
+        # Two keys that make one Prometheus label (`a.b`, `a_b`) would overwrite each other.
+        seen: dict[str, str] = {}
+        for key in keys:
+            name = pod_label_name(key)
+            if name in seen:
+                self.problem(path, f"{seen[name]!r} and {key!r} both make the label {name}")
+            seen.setdefault(name, key)
+        return keys
+
     def docker_units(self, value: Any, path: str) -> tuple[str, ...]:
         def engine_unit(item: Any, where: str) -> str:
             name = unit_name(item, where)
@@ -226,9 +241,15 @@ class _Checker:
         containers = self.take(top, "containers", "", d.containers, self.containers)
         docker_root = self.take(top, "docker_root", "", d.docker_root, self.path)
         kube = self.section(top.get("kubernetes"), "kubernetes")
+        dk = d.kubernetes
         kubernetes = KubernetesConfig(
-            pod_logs=self.take(kube, "pod_logs", "kubernetes", d.kubernetes.pod_logs, self.path),
-            pods=self.take(kube, "pods", "kubernetes", d.kubernetes.pods, self.pods),
+            pod_logs=self.take(kube, "pod_logs", "kubernetes", dk.pod_logs, self.path),
+            pods=self.take(kube, "pods", "kubernetes", dk.pods, self.pods),
+            labels=self.take(kube, "labels", "kubernetes", dk.labels, self.pod_labels),
+            api_url=self.take(kube, "api_url", "kubernetes", dk.api_url, api_url),
+            node_name=self.take(kube, "node_name", "kubernetes", dk.node_name, node_name),
+            token_file=self.take(kube, "token_file", "kubernetes", dk.token_file, self.path),
+            ca_file=self.take(kube, "ca_file", "kubernetes", dk.ca_file, self.path),
         )
         # Containers or pods alone watch no unit: the default unit applies only when none is set.
         others = containers or kubernetes.pods

@@ -24,6 +24,11 @@ ON_RELOAD: Final[Mapping[str, OnReload]] = {
     "docker_root": "restart",  # the file layouts are set up when reading starts
     "kubernetes.pod_logs": "restart",
     "kubernetes.pods": "restart",
+    "kubernetes.labels": "restart",  # the API watch starts with the daemon
+    "kubernetes.api_url": "restart",
+    "kubernetes.node_name": "restart",
+    "kubernetes.token_file": "restart",
+    "kubernetes.ca_file": "restart",
     "gpu": "applied",  # read by the collector at every scrape
     "journal.directory": "restart",  # the journal is opened once
     "journal.files": "restart",

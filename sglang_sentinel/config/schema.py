@@ -58,6 +58,13 @@ class KubernetesConfig:
 
     pod_logs: Path = Path("/var/log/pods")
     pods: tuple[str, ...] = ()  # NAMESPACE/WORKLOAD[/CONTAINER]
+    # Pod label keys put on sglang_sentinel_pod_info from the API (daemon/kubeapi.py); with none,
+    # the API is never read. The rest says where the API is; None: the pod's environment.
+    labels: tuple[str, ...] = ()
+    api_url: str | None = None
+    node_name: str | None = None
+    token_file: Path = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+    ca_file: Path = Path("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +156,16 @@ KEYS: Final[Mapping[str, str]] = {
     "kubernetes.pod_logs": "the kubelet's pod log directory (<ns>_<pod>_<uid>/<container>/N.log)",
     "kubernetes.pods": "pods to watch, as NAMESPACE/WORKLOAD[/CONTAINER] (WORKLOAD: the pod name "
     "without a Deployment's hash and suffix); each is named k8s:NAMESPACE/WORKLOAD[/CONTAINER]",
+    "kubernetes.labels": "pod label keys (e.g. app, leaderworkerset.sigs.k8s.io/worker-index) read "
+    "from the Kubernetes API and put on sglang_sentinel_pod_info as label_<key>; empty = the API "
+    "is never read",
+    "kubernetes.api_url": "https://HOST[:PORT] of the API server; null = KUBERNETES_SERVICE_HOST "
+    "and _PORT (in a pod)",
+    "kubernetes.node_name": "this node's name (only its pods are listed); null = NODE_NAME (the "
+    "downward API's spec.nodeName)",
+    "kubernetes.token_file": "the service account token sent to the API (read at every "
+    "connection, never logged)",
+    "kubernetes.ca_file": "the CA that verifies the API server's certificate",
     "gpu": "this host's GPU model as you name it fleet-wide (e.g. H100-SXM-80GB): the `gpu` label "
     "of server_info/baseline_info that groups peers; a baseline import checks it",
     "journal.directory": "read the journal files in this directory instead of the system journal",
@@ -336,6 +353,46 @@ def pod_selector(value: Any, path: str) -> str:
     return selector.target[len(K8S_PREFIX) :]
 
 
+# A Kubernetes label key: an optional DNS-subdomain prefix and '/', then a name of at most 63
+# (k8s.io/apimachinery/pkg/util/validation: IsQualifiedName).
+_LABEL_KEY_NAME: Final = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_LABEL_KEY_PREFIX: Final = re.compile(
+    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+)
+
+
+def pod_label_name(key: str) -> str:
+    """The Prometheus label of a pod label key, as kube-state-metrics names them:
+    `app.kubernetes.io/name` -> `label_app_kubernetes_io_name`."""
+    return "label_" + re.sub(r"[^A-Za-z0-9_]", "_", key)
+
+
+def pod_label_key(value: Any, path: str) -> str:
+    """A pod label key, `[prefix/]name`, checked as Kubernetes checks it."""
+    if isinstance(value, str):
+        prefix, _, name = value.rpartition("/")
+        if _LABEL_KEY_NAME.fullmatch(name) and (
+            not prefix or (len(prefix) <= 253 and _LABEL_KEY_PREFIX.fullmatch(prefix))
+        ):
+            return value
+    raise InvalidValue(
+        f"not a Kubernetes label key: {describe_value(value)} (e.g. app, "
+        "leaderworkerset.sigs.k8s.io/worker-index)"
+    )
+
+
+def api_url(value: Any, path: str) -> str:
+    if isinstance(value, str) and re.fullmatch(r"https://[^/\s?#@]+/?", value):
+        return value.rstrip("/")
+    raise InvalidValue(f"expected https://HOST[:PORT], got {describe_value(value)}")
+
+
+def node_name(value: Any, path: str) -> str:
+    if isinstance(value, str) and len(value) <= 253 and _LABEL_KEY_PREFIX.fullmatch(value):
+        return value
+    raise InvalidValue(f"not a node name: {describe_value(value)}")
+
+
 def unit_name(value: Any, path: str) -> str:
     if not isinstance(value, str):
         raise InvalidValue(f"expected a unit name, got {describe_value(value)}")
@@ -438,6 +495,11 @@ def config_to_dict(config: Config, *, mask_secrets: bool = True) -> dict[str, An
         "kubernetes": {
             "pod_logs": str(config.kubernetes.pod_logs),
             "pods": list(config.kubernetes.pods),
+            "labels": list(config.kubernetes.labels),
+            "api_url": config.kubernetes.api_url,
+            "node_name": config.kubernetes.node_name,
+            "token_file": str(config.kubernetes.token_file),
+            "ca_file": str(config.kubernetes.ca_file),
         },
         "gpu": config.gpu,
         "journal": {

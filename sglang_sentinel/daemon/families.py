@@ -128,7 +128,8 @@ STARTUP_FAMILIES: Final = (
         "replaced when a new pod starts.",
         ("unit", "k8s_pod"),
         "pod",
-        note="See [Kubernetes](#kubernetes).",
+        note="With `kubernetes.labels`, also `label_<key>` per pod label from the API. "
+        "See [Kubernetes](#kubernetes).",
     ),
     Family(
         "baseline_pinned",

@@ -18,6 +18,11 @@ from collections.abc import Callable
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
+from ..errors import SentinelError
+from ..logs import Logger
+
+log = Logger("sglang_sentinel")
+
 MAX_CONNECTIONS = 64  # concurrent requests served; Prometheus needs one per scrape
 REQUEST_TIMEOUT_S = 10.0  # each socket read/write of a request (a scrape takes milliseconds)
 _ACCEPT_BACKOFF_MIN_S = 0.005
@@ -124,3 +129,34 @@ def make_metrics_server(
     )
     server.set_app(app)
     return server
+
+
+# The page forbids loading anything; the header repeats the page's own meta policy.
+_PAGE_HEADERS = [
+    ("Content-Type", "text/html; charset=utf-8"),
+    ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:"),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Cache-Control", "no-store"),
+]
+
+
+def routes(app: Callable[..., Any], page: Callable[[], str]) -> Callable[..., Any]:
+    """`/metrics` to the exporter, `/` to the status page, anything else 404."""
+
+    def wsgi(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        path = environ.get("PATH_INFO", "/")
+        if path == "/metrics":
+            return app(environ, start_response)
+        if path in ("/", ""):
+            try:
+                body = page().encode()
+            except SentinelError as exc:
+                log.error("status_page_failed", error=str(exc))
+                start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
+                return [b"status page unavailable; see the sentinel's log\n"]
+            start_response("200 OK", _PAGE_HEADERS)
+            return [body]
+        start_response("404 Not Found", [("Content-Type", "text/plain")])
+        return [b"not found; see / or /metrics\n"]
+
+    return wsgi

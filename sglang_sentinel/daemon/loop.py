@@ -1,5 +1,9 @@
 """`sentinel run`: follow the journal, keep state, serve metrics, talk to systemd.
 
+The loop itself: run, signals, poll, drain and commit with retry, the watchdog's timing,
+housekeeping and reload. What it says goes through announce.py; its parts are built from the
+config by wiring.py; the HTTP routes are in http.py.
+
 The loop polls the journal's inotify fd and a signal wake-up pipe together, so it sleeps until
 the journal changes or a signal arrives; it never sleeps-and-polls the journal. Each drained
 batch is committed with its cursor in one transaction (see state/store.py).
@@ -16,25 +20,26 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
-from systemd import daemon as sd
 
 from .. import __version__
 from ..compare import Policy, Snapshot, UnitStatus, stall_after, unit_status
 from ..config import Config, plan_reload
 from ..errors import ConfigError, JournalError, RuleError, SentinelError, StateError
 from ..logs import Logger, configure_logging
-from ..model import Comparison, Finding, Stats
+from ..model import Comparison
 from ..outputs import render_page
-from ..pipeline import CommitFailed, Pipeline, build_source, load_rules_and_policy, source_key
+from ..pipeline import CommitFailed, Pipeline, load_rules_and_policy
 from ..rules import RuleSet
 from ..sources import reader_path
 from ..state import StateStore
-from .alerts import AlertPusher, default_instance
-from .http import BoundedWSGIServer, make_metrics_server
+from .announce import ANNOUNCED_KEPT, Announcer
+from .http import BoundedWSGIServer, make_metrics_server, routes
+from .kubeapi import pod_labels_of
 from .metrics import SentinelCollector
+from .wiring import FindingSink, SinkFactory, alert_pusher, build_pipeline
 
 log = Logger("sglang_sentinel")
 
@@ -46,42 +51,8 @@ SLICE_S = 0.25
 # the cap; the records wait in memory and reading pauses meanwhile.
 RETRY_FIRST_S = 0.5
 RETRY_MAX_S = 30.0
-# How long one commit waits for another process's write lock before it counts as failed.
-BUSY_TIMEOUT_S = 1.0
 HOUSEKEEPING_S = 1.0  # longest sleep: pin changes, watchdog, status
-ANNOUNCED_KEPT = 256  # startups whose last logged outcome/findings are remembered
-
-
-# The page forbids loading anything; the header repeats the page's own meta policy.
-_PAGE_HEADERS = [
-    ("Content-Type", "text/html; charset=utf-8"),
-    ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:"),
-    ("X-Content-Type-Options", "nosniff"),
-    ("Cache-Control", "no-store"),
-]
 PAGE_REFRESH_S = 30
-
-
-def _landing(app: Callable[..., Any], page: Callable[[], str]) -> Callable[..., Any]:
-    """`/metrics` to the exporter, `/` to the status page, anything else 404."""
-
-    def wsgi(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        path = environ.get("PATH_INFO", "/")
-        if path == "/metrics":
-            return app(environ, start_response)
-        if path in ("/", ""):
-            try:
-                body = page().encode()
-            except SentinelError as exc:
-                log.error("status_page_failed", error=str(exc))
-                start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
-                return [b"status page unavailable; see the sentinel's log\n"]
-            start_response("200 OK", _PAGE_HEADERS)
-            return [body]
-        start_response("404 Not Found", [("Content-Type", "text/plain")])
-        return [b"not found; see / or /metrics\n"]
-
-    return wsgi
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -90,33 +61,6 @@ class _Snapshot:
 
     views: tuple[UnitStatus, ...] = ()
     pinned: frozenset[str] = frozenset()
-
-
-class FindingSink(Protocol):
-    """Where the open findings go besides the log and /metrics (the Alertmanager pusher)."""
-
-    def start(self) -> None: ...
-
-    def update(self, comparisons: Sequence[Comparison]) -> None: ...
-
-    def stop(self) -> None: ...
-
-
-# Builds the sink for a configuration (None: nothing to push to); called at start and again
-# when a reload changes the alertmanager settings.
-SinkFactory = Callable[[Config, Stats], "FindingSink | None"]
-
-
-def alert_pusher(config: Config, stats: Stats) -> AlertPusher | None:
-    """The Alertmanager pusher of `config`, or None when it names no Alertmanager."""
-    if not config.alertmanager.urls:
-        return None
-    return AlertPusher(
-        config.alertmanager,
-        stats=stats,
-        instance=default_instance(config.listen),
-        generator_url=f"http://{config.listen}/metrics",
-    )
 
 
 _D = TypeVar("_D", bound="Daemon")
@@ -155,15 +99,10 @@ class Daemon:
         self._reload = False
         self._server: BoundedWSGIServer | None = None
         self._data_version = -1
-        self._last_status = ""
         self._watchdog_s = _watchdog_interval()
         self._last_ping = 0.0
-        # invocation -> (outcome, checks) last logged, for the most recent startups only.
-        self._announced: dict[str, tuple[str, tuple[str, ...] | None]] = {}
+        self.announcer = Announcer()
         self.pusher: FindingSink | None = None
-        # unit -> open check id -> invocation (8 hex), for finding_raised / finding_cleared
-        self._open_findings: dict[str, dict[str, str]] = {}
-        self._pins: dict[str, str] = {}  # unit -> pinned invocation, to log the CLI's (un)pins
         self._page_lock = threading.Lock()
         # A failed commit: when to retry it, the next wait, and the failures in this episode.
         self._retry_at: float | None = None
@@ -171,6 +110,8 @@ class Daemon:
         self._failed_commits = 0
         if registry is None:
             registry = CollectorRegistry(auto_describe=False)
+        # Pod labels from the Kubernetes API, only when kubernetes.labels names some.
+        self.pod_labels = pod_labels_of(config.kubernetes, os.environ)
         registry.register(SentinelCollector(self.snapshot, reader=reader_path()))
         self.registry = registry
         self._snapshot = _Snapshot()
@@ -186,20 +127,7 @@ class Daemon:
     ) -> _D:
         """The daemon `config` describes: its rules and policy, state store, journal source and
         pipeline, a registry of its own and the Alertmanager pusher."""
-        rules, policy = load_rules_and_policy(config)
-        store = StateStore(config.state_dir, busy_timeout=BUSY_TIMEOUT_S)
-        source = build_source(config)
-        pipeline = Pipeline(
-            source,
-            rules,
-            policy,
-            store,
-            source_key=source_key(config),
-            stats=Stats(),
-            checkpoint_interval=config.checkpoint_interval_seconds,
-            startups_kept=config.startups_kept_per_unit,
-        )
-        return cls(config, pipeline, sinks=sinks, loader=loader, clock=clock)
+        return cls(config, build_pipeline(config), sinks=sinks, loader=loader, clock=clock)
 
     @property
     def rules(self) -> RuleSet:
@@ -232,6 +160,8 @@ class Daemon:
             stats=dataclasses.replace(stats, processing_errors=dict(stats.processing_errors)),
             rule_hits=dict(self.pipeline.tracker.rule_hits),
             gpu=self.config.gpu or "",
+            pod_label_names=self.pod_labels.names if self.pod_labels else (),
+            pod_labels=self.pod_labels.labels() if self.pod_labels else {},
         )
 
     def publish(self) -> None:
@@ -288,7 +218,7 @@ class Daemon:
         host, port = self.config.listen.host, self.config.listen.port
         try:
             server = make_metrics_server(
-                host, port, _landing(make_wsgi_app(self.registry), self.status_page)
+                host, port, routes(make_wsgi_app(self.registry), self.status_page)
             )
         except OSError as exc:
             raise SentinelError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
@@ -314,17 +244,19 @@ class Daemon:
         self._remember_announced()
         self.serve()
         self._restart_pusher()
+        if self.pod_labels is not None:
+            self.pod_labels.start()
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_r, False)
         os.set_blocking(wake_w, False)
         old_fd = signal.set_wakeup_fd(wake_w)
         handlers = self._install_signals()
-        sd.notify("READY=1")
+        self.announcer.ready()
         log.info("sentinel_started", units=list(self.config.targets), version=__version__)
         try:
             self._loop(wake_r)
         finally:
-            sd.notify("STOPPING=1")
+            self.announcer.stopping()
             self._shutdown()
             signal.set_wakeup_fd(old_fd)
             for sig, h in handlers.items():
@@ -441,28 +373,7 @@ class Daemon:
         return True
 
     def _after_commit(self, comparisons: Sequence[Comparison]) -> None:
-        for c in comparisons:
-            r = c.record
-            if r.outcome == "starting":
-                continue
-            # Runtime lines (batch stats) re-save a ready startup every few seconds; announce it
-            # and its findings only when the outcome or the set of findings changed.
-            announced = (r.outcome, tuple(f.check for f in c.findings))
-            before = self._announced.get(r.invocation_id)
-            if before == announced or before == (r.outcome, None):
-                self._announced[r.invocation_id] = announced
-                continue
-            self._announced[r.invocation_id] = announced
-            if len(self._announced) > ANNOUNCED_KEPT:
-                del self._announced[next(iter(self._announced))]
-            log.info(
-                "startup_recorded",
-                unit=r.unit,
-                invocation=r.invocation_id[:8],
-                outcome=r.outcome,
-                max_running_requests=r.facts.get("max_running_requests"),
-                findings=[f.check for f in c.findings],
-            )
+        self.announcer.recorded(comparisons)
         if comparisons or self.pipeline.last_saved:
             self.publish()
             self._sync_findings()
@@ -473,65 +384,17 @@ class Daemon:
         cursor reset) then logs startup_recorded / finding_raised only for what is new."""
         # Only the newest ANNOUNCED_KEPT, and without decoding their records: what a restart
         # reads (and holds) does not grow with the stored history.
-        for inv, outcome in self.store.recent_outcomes(self.config.units, ANNOUNCED_KEPT):
-            if outcome == "starting":
-                continue
-            # Logged by an earlier run with findings not known here (comparisons are not
-            # stored, and comparing hundreds of startups would delay the start): a later save
-            # with the same outcome is not announced again; finding_raised / finding_cleared
-            # still say what changed in the unit's open findings.
-            self._announced[inv] = (outcome, None)
-        for view in self.views():  # as _sync_findings computes a unit's open set
-            now: dict[str, str] = {}
-            for c in (view.comparison, view.starting):
-                if c is not None:
-                    now.update({f.check: c.record.invocation_id[:8] for f in c.findings})
-            self._open_findings[view.unit] = now
+        outcomes = self.store.recent_outcomes(self.config.units, ANNOUNCED_KEPT)
         # From now on a commit by another process (the CLI's pin) changes data_version.
         self._data_version = self.store.data_version()
-        self._pins = {unit: inv for unit, (inv, _) in self.store.baselines().items()}
+        self.announcer.remember(outcomes, self.views(), self._pins())
 
-    def _log_pin_changes(self) -> None:
-        """baseline_pinned / baseline_unpinned for pins another process (the CLI) changed."""
-        pins = {unit: inv for unit, (inv, _) in self.store.baselines().items()}
-        for unit in sorted(self.config.units):
-            before, now = self._pins.get(unit), pins.get(unit)
-            if now is not None and now != before:
-                log.info("baseline_pinned", unit=unit, invocation=now[:8])
-            elif now is None and before is not None:
-                log.info("baseline_unpinned", unit=unit, invocation=before[:8])
-        self._pins = pins
+    def _pins(self) -> dict[str, str]:
+        return {unit: inv for unit, (inv, _) in self.store.baselines().items()}
 
     def _sync_findings(self) -> None:
-        """Log findings raised/cleared per unit and hand the open set to the alert pusher.
-
-        A unit's open set is the findings of its latest decided startup plus `startup_stalled`
-        of the startup under way, once that one has been starting for too long.
-        """
-        wanted: list[Comparison] = []
-        for view in self.views():
-            unit = view.unit
-            now: dict[str, tuple[str, Finding]] = {}
-            for c in (view.comparison, view.starting):
-                if c is not None:
-                    if c is view.comparison or c.findings:
-                        wanted.append(c)
-                    inv = c.record.invocation_id[:8]
-                    now.update({f.check: (inv, f) for f in c.findings})
-            before = self._open_findings.get(unit, {})
-            for check in sorted(now.keys() - before.keys()):
-                inv, f = now[check]
-                log.warning(
-                    "finding_raised",
-                    unit=unit,
-                    invocation=inv,
-                    check=check,
-                    severity=f.severity,
-                    message=f.message,
-                )
-            for check in sorted(before.keys() - now.keys()):
-                log.info("finding_cleared", unit=unit, invocation=before[check], check=check)
-            self._open_findings[unit] = {check: inv for check, (inv, _) in now.items()}
+        """Log findings raised/cleared and hand the open ones to the alert pusher."""
+        wanted = self.announcer.findings(self.views())
         if self.pusher is not None:
             self.pusher.update(wanted)
 
@@ -555,7 +418,7 @@ class Daemon:
             self.publish()
             if self._data_version != -1:
                 log.info("state_changed_externally", reason="baseline pinned or unpinned")
-                self._log_pin_changes()
+                self.announcer.pin_changes(self.config.units, self._pins())
                 self._sync_findings()
             self._data_version = version
         # The stall timer (the loop wakes at least every HOUSEKEEPING_S): a startup that logs
@@ -570,22 +433,11 @@ class Daemon:
         # Called only from the loop, so a hung loop stops the pings and systemd restarts us.
         now = time.monotonic()
         if self._watchdog_s and (now_anyway or now - self._last_ping >= self._watchdog_s / 2):
-            sd.notify("WATCHDOG=1")
+            self.announcer.watchdog()
             self._last_ping = now
 
     def _update_status(self) -> None:
-        parts = []
-        for view in self.views():
-            c = view.comparison
-            if c is None:
-                parts.append(f"{view.unit}: no startup yet")
-                continue
-            base = c.baseline_kind or "no baseline"
-            parts.append(f"{view.unit}: {c.record.outcome}, {len(c.findings)} finding(s) vs {base}")
-        status = "; ".join(parts)
-        if status != self._last_status:
-            sd.notify(f"STATUS={status}")
-            self._last_status = status
+        self.announcer.status(self.views())
 
     def reload(self) -> None:
         """SIGHUP: re-read config, rules and policy; keep the old set if the new one is invalid.
@@ -640,6 +492,8 @@ class Daemon:
             )
         if self.pusher is not None:
             self.pusher.stop()
+        if self.pod_labels is not None:
+            self.pod_labels.stop()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

@@ -277,19 +277,31 @@ def _evidence(c: Comparison) -> str:
 
 
 def _log_diff(c: Comparison) -> str:
-    """The downgrade ledger's block: lines new in this startup's log (and those gone)."""
+    """The downgrade ledger's block: lines new in this startup's log, and those of the
+    baseline's gone (information: a fallback that went away), each with its example."""
     diff = c.log_diff
     if not diff or not (diff["new"] or diff["gone"]):
         return ""
-    rows = "".join(
-        f"<li><code>{_e(_clip(str(line['example'])))}</code> "
-        f"<em>({int(line['ranks'])} rank{'s' if line['ranks'] != 1 else ''})</em></li>"
-        for line in diff["new"][:MAX_EVIDENCE]
-    )
-    gone = len(diff["gone"])
-    tail = f"<p>{gone} downgrade message(s) of the baseline not printed now.</p>" if gone else ""
-    head = "<h3>New in this startup's log</h3>"
-    return f'{head}<ul class="log-new">{rows}</ul>{tail}' if rows else f"{head}{tail}"
+    parts = []
+    version = diff.get("version_changed")
+    if version:
+        parts.append(f'<p class="log-version">{_e(_clip(str(version)))}</p>')
+    for title, key, css in (
+        ("New in this startup's log", "new", "log-new"),
+        ("Gone since the baseline (information)", "gone", "log-gone"),
+    ):
+        lines = diff[key]
+        if not lines:
+            continue
+        rows = "".join(
+            f"<li><code>{_e(_clip(str(line['example'])))}</code> "
+            f"<em>({int(line['ranks'])} rank{'s' if line['ranks'] != 1 else ''})</em></li>"
+            for line in lines[:MAX_EVIDENCE]
+        )
+        if len(lines) > MAX_EVIDENCE:
+            rows += f"<li><em>and {len(lines) - MAX_EVIDENCE} more (sentinel diff --log)</em></li>"
+        parts.append(f'<h3>{title}</h3><ul class="{css}">{rows}</ul>')
+    return "".join(parts)
 
 
 def _facts_table(c: Comparison) -> str:

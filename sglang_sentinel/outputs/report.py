@@ -90,8 +90,36 @@ def runtime_json(comparison: Comparison) -> dict[str, Any]:
 
 
 def scan_json(comparisons: Sequence[Comparison]) -> dict[str, Any]:
-    ordered = sorted(comparisons, key=lambda c: (c.record.started_at, c.record.invocation_id))
-    return {"startups": [startup_json(c) for c in ordered]}
+    out = ScanOutput(as_json=True)
+    for c in comparisons:
+        out.add(c)
+    return out.json()
+
+
+class ScanOutput:
+    """`scan_json` or `render_report` built one comparison at a time: each is rendered when it is
+    added and can then be let go (it holds two startups' records, decode samples and all, so a
+    scan of a long history keeps only its output, not every compared record)."""
+
+    def __init__(self, *, as_json: bool) -> None:
+        self._as_json = as_json
+        self._parts: list[tuple[tuple[float, str], Any]] = []
+
+    def add(self, comparison: Comparison) -> None:
+        r = comparison.record
+        part = startup_json(comparison) if self._as_json else render_comparison(comparison)
+        self._parts.append(((r.started_at, r.invocation_id), part))
+
+    def _ordered(self) -> list[Any]:
+        return [part for _, part in sorted(self._parts, key=lambda p: p[0])]
+
+    def json(self) -> dict[str, Any]:
+        return {"startups": self._ordered()}
+
+    def text(self) -> str:
+        if not self._parts:
+            return "no startups found for the selected units"
+        return "\n\n".join(self._ordered())
 
 
 # -- human text ---------------------------------------------------------------------------------
@@ -193,10 +221,10 @@ def _fact_line(r: StartupRecord) -> str:
 
 
 def render_report(comparisons: Sequence[Comparison]) -> str:
-    if not comparisons:
-        return "no startups found for the selected units"
-    ordered = sorted(comparisons, key=lambda c: (c.record.started_at, c.record.invocation_id))
-    return "\n\n".join(render_comparison(c) for c in ordered)
+    out = ScanOutput(as_json=False)
+    for c in comparisons:
+        out.add(c)
+    return out.text()
 
 
 def render_startups(records: Sequence[StartupRecord], baselines: dict[str, str]) -> str:
@@ -244,6 +272,8 @@ def render_log_diff(a: StartupRecord, b: StartupRecord, diff: LogDiff | None) ->
             "downgrade ledger): nothing to compare"
         )
         return "\n".join(lines)
+    if diff.version_changed:
+        lines.append(f"  {diff.version_changed}")
     for sign, entries in (("new ", diff.new), ("gone", diff.gone)):
         for line in entries:
             ranks = f"{line.ranks} rank{'s' if line.ranks != 1 else ''}"

@@ -23,8 +23,9 @@ from sglang_sentinel.model import Rank
 # --- the line prefix -------------------------------------------------------------------------
 
 # An SGLang line starts with its timestamp: "[2026-03-09 21:34:27" (a line that does not is the
-# continuation of one journald split).
-_LINE_START: Final = r"\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}"
+# continuation of one journald split); up to 0.3.x (2024-09) the time had no date, "[23:17:01 TP0]"
+# (tests/fixtures/reallogs/r43).
+_LINE_START: Final = r"\[(?:\d{4}-\d{2}-\d{2} )?\d{2}:\d{2}:\d{2}"
 LINE_START_RE: Final = re.compile(_LINE_START, re.ASCII)
 # re.ASCII: a rank or a line number is never written in non-ASCII digits, and int() on a
 # 5000-digit match would raise; `\d{1,9}` below keeps every rank int() safe.

@@ -41,6 +41,7 @@ from ..errors import JournalError
 from ..logs import Logger
 from ..model import JournalEntry, SourceItem
 from ..text import clean_message
+from .readers import fast_file_run
 
 if TYPE_CHECKING:
     from .inotify import Inotify
@@ -270,6 +271,8 @@ class FileSource:
         self._realtime = 0
         self._time_cache: dict[bytes, int] = {}
         self._current: str | None = None  # the start of the last line handed out, this stream
+        # The C reader's run of common lines (readers.py), None: every line cut in Python.
+        self._run: Any = fast_file_run()
         self.corrupt_reads = 0  # lines that are not the layout's format, skipped
         self.truncated_reads = 0  # files found shorter than the position in them
         self.unreadable_files: tuple[tuple[Path, str], ...] = ()
@@ -674,6 +677,10 @@ class FileSource:
         tcache = self._time_cache
         fixed = stream.start
         unit = stream.target
+        run = self._run
+        fmt_code = 0 if docker else 1
+        # A start is told by its server_args line when the stream has no fixed one.
+        stop = b"server_args=" if fixed is None else b""
         n = 0
         while left is None or n < left:
             buf, base = pos.buf, pos.buf_at
@@ -688,9 +695,8 @@ class FileSource:
                     log.warning("log_file_unreadable", file=str(pos.path), error=str(exc))
                     pos.buf = None
                     return n
-            lines = data.split(b"\n")
-            tail = lines.pop()
-            while not lines:
+            whole = data.rfind(b"\n") + 1
+            while not whole:
                 # No whole line yet: a longer one, or one being written.
                 try:
                     more = fh.read(BLOCK_BYTES)
@@ -701,16 +707,44 @@ class FileSource:
                     # Read again from the line's start next time.
                     pos.buf = None
                     return n
+                cut = more.rfind(b"\n")
+                whole = len(data) + cut + 1 if cut >= 0 else 0
                 data += more
-                lines = more.split(b"\n")
-                lines[0] = tail + lines[0]
-                tail = lines.pop()
-            pos.buf, pos.buf_at = data, pos.offset
-            off = pos.offset
-            for line in lines:
-                at = off
-                off += len(line) + 1
-                pos.offset = off
+            base = pos.offset
+            pos.buf, pos.buf_at = data, base
+            i = 0
+            while i < whole:
+                if (
+                    run is not None
+                    and not (pos.pieces or pos.skip_us or pos.replay_until)
+                    and (pos.fp_whole or pos.gz)
+                    and (fixed if fixed is not None else pos.start) == self._current
+                    and self._current is not None
+                ):
+                    # A run of common lines of the start handed out last, cut apart in C
+                    # (_fileread.c); it ends before a line it does not take, which is read below.
+                    texts, times, ends = run(
+                        data, i, fmt_code, BLOCK_BYTES if left is None else left - n, stop
+                    )
+                    if texts:
+                        for text, t_us, e in zip(texts, times, ends, strict=True):
+                            pos.offset = base + e
+                            if t_us > pos.last_us:
+                                pos.last_us = t_us
+                            if since is not None and t_us < since:
+                                continue
+                            n += 1
+                            self._realtime = t_us
+                            yield text
+                        i = ends[-1]
+                        if left is not None and n >= left:
+                            return n
+                        continue
+                at = base + i
+                e = data.find(b"\n", i)
+                line = data[i:e]
+                i = e + 1
+                pos.offset = base + i
                 if not pos.fp_whole and not pos.gz:
                     self._refresh_fingerprint(pos)
                 # The common line, cut apart here: text and time (line[-32:-2] below).
@@ -775,7 +809,7 @@ class FileSource:
                     )
                 if left is not None and n >= left:
                     return n
-            if not tail and pos.buf_at + len(data) == pos.offset:
+            if whole == len(data):
                 pos.buf = None  # the block is used up: the next read follows on
         return n
 

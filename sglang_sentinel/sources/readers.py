@@ -1,9 +1,11 @@
-"""Which journal reader runs: the C one (`_journalread`, built by `pip install` when a compiler
-and libsystemd-dev are there) or python-systemd's Reader, the pure-Python path.
+"""Which readers run: the C ones (`_journalread`, built by `pip install` when a compiler and
+libsystemd-dev are there; `_fileread`, when a compiler is) or the pure-Python paths.
 
-Both read the same fields of every entry (tests/sources/test_journalread.py); the C reader reads MESSAGE
-and the invocation id of a run of entries in one walk each (see _journalread.c).
-SENTINEL_READER=python in the environment keeps to python-systemd's reader (for comparison).
+Both journal readers read the same fields of every entry (tests/sources/test_journalread.py);
+the C reader reads MESSAGE and the invocation id of a run of entries in one walk each (see
+_journalread.c). Both file readers hand out the same lines (tests/sources/test_fileread_exact.py);
+the C one cuts a run of common lines apart in one call (see _fileread.c).
+SENTINEL_READER=python in the environment keeps to the pure-Python paths (for comparison).
 """
 
 from __future__ import annotations
@@ -17,6 +19,12 @@ try:
     _journalread = importlib.import_module("._journalread", __package__)
 except ImportError:  # not built: no compiler or libsystemd-dev at install time
     _journalread = None
+
+_fileread: Any
+try:
+    _fileread = importlib.import_module("._fileread", __package__)
+except ImportError:  # not built: no compiler at install time
+    _fileread = None
 
 # read_run's statuses (the C module's; the pure path never sees one).
 RUN_LIMIT, RUN_END, RUN_CHECK, RUN_UNREAD = 0, 1, 2, 3
@@ -32,3 +40,10 @@ def fast_reader() -> Any:
 def reader_path() -> str:
     """The reader `sentinel` runs, as `--version` and the build info metric name it."""
     return "c" if fast_reader() is not None else "python"
+
+
+def fast_file_run() -> Any:
+    """The C file reader's `run`, or None when it is not built or SENTINEL_READER=python."""
+    if _fileread is None or os.environ.get("SENTINEL_READER") == "python":
+        return None
+    return _fileread.run

@@ -390,10 +390,14 @@ class DecodeState:
     # -- persistence ------------------------------------------------------------------------
 
     def summary(self) -> dict[str, Any]:
-        """What the startup record keeps: enough to be a baseline after a daemon restart."""
+        """What the startup record keeps: enough to be a baseline after a daemon restart.
+
+        The samples themselves are shared, not copied: one is never changed once appended
+        (a bucket drops its oldest instead), and a copy per snapshot doubled what a held
+        startup's samples take."""
         return {
             "captured": list(self.captured),
-            "buckets": {k: [list(s) for s in v] for k, v in self.buckets.items()},
+            "buckets": {k: list(v) for k, v in self.buckets.items()},
             "counts": dict(self.counts),
             "phases": dict(self.phases),
         }

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..evidence import evidence_from_json, evidence_to_json
 from ..fact_ranges import sane_facts
 from ..facts import FROM_SETTINGS, RUNTIME_FACTS, STARTUP_FACTS
 from ..logs import Logger
@@ -38,7 +36,7 @@ from ..model import (
 from ..redact import launch_flags, redact_cmdline, scrub_text
 from ..rules import LINE_START_RE, BatchMatch, Matcher
 from ..serverargs import BalanceScanner, normalized_settings, parse_server_args
-from ..state import facts_from_doc, plain
+from ..state import builder_from_json, builder_to_json
 from ..text import clean_message
 from .decode_samples import (
     DECODE_RULE,
@@ -64,7 +62,7 @@ _TRACEBACK_HEAD = "Traceback (most recent call last):"
 # traceback names the error, so it takes their place (see _Builder.reason_kind).
 _GENERIC_REASON_RE = re.compile(
     r"(?:(?:[A-Za-z_]\w*\.)*[A-Z]\w*Error: )?(?:Received sigquit from a child process"
-    r"|SIGQUIT received from a failing child|Initialization failed\."
+    r"|SIGQUIT received from a failing child|Initialization failed\.|Exception in run_tp_server:"
     r"|Rank \d+ scheduler (?:is dead|died during initialization))"
 )
 # A split server_args line never needs more than a few continuation entries (48K each).
@@ -80,6 +78,26 @@ CLOSED_KEPT = 256
 LATE, LOGGED, RECORDED = "late", "logged", "recorded"
 # Wall and monotonic clocks may disagree this much (seconds) before it counts as a clock step.
 CLOCK_STEP_TOLERANCE_S = 2.0
+
+
+# The builder's fields stored as they are (state/codec.py: builder_to_json, BuilderDoc); the
+# others are converted on the way (primary, decode, clock_notes, ledger) or never stored.
+_SAVED = (
+    "unit",
+    "invocation_id",
+    "started_at",
+    "ready_at",
+    "ended_at",
+    "failure_reason",
+    "exit_status",
+    "facts",
+    "rule_hits",
+    "server_args",
+    "flags",
+    "has_server_args_line",
+    "start_mono",
+    "ready_mono",
+)
 
 
 @dataclass(slots=True)
@@ -123,6 +141,10 @@ class _Builder:
     # stored: a restored builder with a generic reason is "generic" again (from_json).
     reason_kind: str = ""
     last_exception: str | None = None
+    # A chained traceback goes on (its `During handling of the above exception ...` line): the
+    # next exception line is the one the start died of and replaces an exception reason. Not
+    # stored either (a restart between the two lines keeps the first exception).
+    chained: bool = False
     # Batch lines not converted yet: BatchMatch -> its newest raw line, oldest first. Lines of
     # one BatchMatch set the same facts, so only the newest can still show in `runtime` (for a
     # fact, the last line that set it; any later line sets other facts) and the others are
@@ -154,56 +176,27 @@ class _Builder:
         return "starting"
 
     def to_json(self) -> str:
+        """This builder as the builders table stores it (state/codec.py writes the shape)."""
         self.settle()
-        data = {
-            "unit": self.unit,
-            "invocation_id": self.invocation_id,
-            "started_at": self.started_at,
-            "ready_at": self.ready_at,
-            "ended_at": self.ended_at,
-            "failure_reason": self.failure_reason,
-            "exit_status": self.exit_status,
-            "facts": plain(self.facts),
-            "primary": sorted(self.primary),
-            "rule_hits": self.rule_hits,
-            "server_args": plain(self.server_args),
-            # Never persisted: the raw text is unredacted until it parses.
-            "server_args_pending": None,
-            "flags": list(self.flags),
-            "has_server_args_line": self.has_server_args_line,
-            "decode": self.decode.to_dict(),
-            "start_mono": self.start_mono,
-            "ready_mono": self.ready_mono,
-            "clock_notes": [evidence_to_json(n) for n in self.clock_notes],
-            "ledger": self.ledger.to_doc(),
-        }
-        return json.dumps(data, sort_keys=True)
+        return builder_to_json(
+            **{name: getattr(self, name) for name in _SAVED},
+            primary=self.primary,
+            decode=self.decode.to_dict(),
+            clock_notes=self.clock_notes,
+            ledger=self.ledger.to_doc(),
+        )
 
     @classmethod
     def from_json(cls, text: str) -> _Builder:
-        d = json.loads(text)
+        d = builder_from_json(text)
         return cls(
-            unit=d["unit"],
-            invocation_id=d["invocation_id"],
-            started_at=d["started_at"],
-            ready_at=d["ready_at"],
-            ended_at=d["ended_at"],
-            failure_reason=d["failure_reason"],
-            exit_status=d["exit_status"],
-            facts=facts_from_doc(d["facts"]),
-            primary=set(d["primary"]),
-            rule_hits=dict(d["rule_hits"]),
-            server_args=d["server_args"],
-            server_args_pending=d["server_args_pending"],
-            flags=tuple(d["flags"]),
-            has_server_args_line=d["has_server_args_line"],
-            decode=DecodeState.from_dict(d.get("decode")),
-            start_mono=_mono_of(d.get("start_mono")),
-            ready_mono=_mono_of(d.get("ready_mono")),
-            clock_notes=[evidence_from_json(n) for n in d.get("clock_notes", ())],
-            ledger=LogLedger.from_doc(d.get("ledger")),
+            **{name: getattr(d, name) for name in _SAVED},
+            primary=set(d.primary),
+            decode=DecodeState.from_dict(d.decode),
+            clock_notes=list(d.clock_notes),
+            ledger=LogLedger.from_doc(d.ledger),
             reason_kind=(
-                "generic" if d["failure_reason"] and _names_no_error(d["failure_reason"]) else ""
+                "generic" if d.failure_reason and _names_no_error(d.failure_reason) else ""
             ),
         )
 
@@ -782,7 +775,12 @@ class StartupTracker:
     # -- applying rule matches ------------------------------------------------------------------
 
     def _apply(self, b: _Builder, m: RuleMatch, ts: float) -> None:
-        if "failure_reason" not in m.facts and "failure_exception" not in m.facts:
+        facts = m.facts
+        if (
+            "failure_reason" not in facts
+            and "failure_exception" not in facts
+            and "traceback_chained" not in facts
+        ):
             b.last_exception = None  # only an exception line right before a reason names it
         if m.rule_id in PHASE_RULES:
             b.decode.phase(m.rule_id, ts)
@@ -823,14 +821,23 @@ class StartupTracker:
                     if generic and b.last_exception is not None:
                         reason, b.reason_kind = b.last_exception, "exception"
                     b.failure_reason = reason
+                    if not generic:
+                        b.chained = False  # a rule's reason for the chain's last exception
+            elif name == "traceback_chained":
+                b.chained = True
             elif name == "failure_exception":
                 text = scrub_text(str(value))[:500]
                 if not _names_no_error(text):  # `RuntimeError: Rank 0 scheduler died ...`
                     b.last_exception = text
-                    # The first exception after a generic reason: of a chained traceback the
-                    # cause, not the exceptions raised while handling it.
-                    if b.ready_at is None and b.reason_kind == "generic":
+                    # The first exception after a generic reason, or the next one of a chained
+                    # traceback: the start died of the last exception of the chain, not of the
+                    # one it was handling (later tracebacks, such as the main process's
+                    # EOFError after a scheduler died, are not chained to it and do not count).
+                    if b.ready_at is None and (
+                        b.reason_kind == "generic" or (b.chained and b.reason_kind == "exception")
+                    ):
                         b.failure_reason, b.reason_kind = text, "exception"
+                    b.chained = False
             elif name in RUNTIME_FACTS:
                 b.settle()  # older deferred batch lines first
                 b.runtime[name] = value
@@ -896,12 +903,6 @@ def _clear_pending(b: _Builder) -> None:
     b.pending_pieces = []
     b.pending_chars = 0
     b.pending_parsed_at = 0
-
-
-def _mono_of(value: Any) -> tuple[int, str] | None:
-    if isinstance(value, list | tuple) and len(value) == 2:
-        return int(value[0]), str(value[1])
-    return None
 
 
 class _StageFault(Exception):

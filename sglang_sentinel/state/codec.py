@@ -7,17 +7,23 @@ same conversions. JSON has lists and string-keyed objects only, so on the way ou
 lists and mapping keys become the strings JSON writes for them; on the way back a list-valued
 fact becomes a tuple again (records stay hashable). A record's notes are `model.Evidence`,
 stored in evidence.py's form (text an older release stored reads back as a `note`).
+
+The tracker's resumable state of a startup under way (the store's builders table) is written
+here too (`builder_to_json` / `builder_from_json`), so that this module owns every stored
+shape; its decode samples and downgrade ledger come as the documents their own types write
+(startups/decode_samples.py, startups/ledger.py), which this layer below them never reads.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..evidence import evidence_from_json, evidence_to_json
-from ..model import FactValue, StartupRecord
+from ..model import Evidence, FactValue, StartupRecord
 
 # Values `plain` hands back as they are when not `finite` (exactly these types, no subclass).
 _SCALARS: frozenset[type] = frozenset({str, int, float, bool, type(None)})
@@ -39,9 +45,11 @@ def plain(value: Any, *, finite: bool = False) -> Any:
     server_args repr may hold) writable with `sort_keys`. With `finite`, the floats JSON cannot
     carry (nan, inf) become their Python spelling, as the `--json` contract prints them.
     """
-    if isinstance(value, Mapping):
+    cls = value.__class__
+    # Exact types first: most values are, and the Mapping ABC's isinstance is the slow test.
+    if cls is dict or (cls is not list and cls is not tuple and isinstance(value, Mapping)):
         return {json_key(k): plain(v, finite=finite) for k, v in value.items()}
-    if isinstance(value, list | tuple):
+    if cls is list or cls is tuple or isinstance(value, list | tuple):
         if not finite and _SCALARS.issuperset(map(type, value)):
             # Nothing in it to convert (a decode sample, a flag list): the bulk of a record.
             return list(value)
@@ -114,7 +122,115 @@ def record_from_json(text: str) -> StartupRecord:
     return record_from_doc(json.loads(text))
 
 
+Mono = tuple[int, str]  # the journal's monotonic time: (µs, boot id hex)
+
+
+@dataclass(frozen=True, slots=True)
+class BuilderDoc:
+    """The stored state of one startup under way, read back (StartupTracker.restore)."""
+
+    unit: str
+    invocation_id: str
+    started_at: float
+    ready_at: float | None
+    ended_at: float | None
+    failure_reason: str | None
+    exit_status: str | None
+    facts: dict[str, FactValue]
+    primary: frozenset[str]
+    rule_hits: dict[str, int]
+    server_args: dict[str, Any]
+    flags: tuple[str, ...]
+    has_server_args_line: bool
+    decode: Mapping[str, Any] | None  # DecodeState.to_dict's document
+    start_mono: Mono | None
+    ready_mono: Mono | None
+    clock_notes: tuple[Evidence, ...]
+    ledger: Mapping[str, Any] | None  # LogLedger.to_doc's document
+
+
+def builder_to_json(
+    *,
+    unit: str,
+    invocation_id: str,
+    started_at: float,
+    ready_at: float | None,
+    ended_at: float | None,
+    failure_reason: str | None,
+    exit_status: str | None,
+    facts: Mapping[str, FactValue],
+    primary: Iterable[str],
+    rule_hits: Mapping[str, int],
+    server_args: Mapping[str, Any],
+    flags: Iterable[str],
+    has_server_args_line: bool,
+    decode: Mapping[str, Any] | None,
+    start_mono: Mono | None,
+    ready_mono: Mono | None,
+    clock_notes: Iterable[Evidence],
+    ledger: Mapping[str, Any] | None,
+) -> str:
+    """A startup under way as the builders table stores it (keys sorted)."""
+    data = {
+        "unit": unit,
+        "invocation_id": invocation_id,
+        "started_at": started_at,
+        "ready_at": ready_at,
+        "ended_at": ended_at,
+        "failure_reason": failure_reason,
+        "exit_status": exit_status,
+        "facts": plain(facts),
+        "primary": sorted(primary),
+        "rule_hits": rule_hits,
+        "server_args": plain(server_args),
+        # Never persisted: the raw text is unredacted until it parses.
+        "server_args_pending": None,
+        "flags": list(flags),
+        "has_server_args_line": has_server_args_line,
+        "decode": decode,
+        "start_mono": start_mono,
+        "ready_mono": ready_mono,
+        "clock_notes": [evidence_to_json(n) for n in clock_notes],
+        "ledger": ledger,
+    }
+    return json.dumps(data, sort_keys=True)
+
+
+def builder_from_json(text: str) -> BuilderDoc:
+    """`builder_to_json`'s text read back; keys added after the first version are optional."""
+    d = json.loads(text)
+    return BuilderDoc(
+        unit=d["unit"],
+        invocation_id=d["invocation_id"],
+        started_at=d["started_at"],
+        ready_at=d["ready_at"],
+        ended_at=d["ended_at"],
+        failure_reason=d["failure_reason"],
+        exit_status=d["exit_status"],
+        facts=facts_from_doc(d["facts"]),
+        primary=frozenset(d["primary"]),
+        rule_hits=dict(d["rule_hits"]),
+        server_args=d["server_args"],
+        flags=tuple(d["flags"]),
+        has_server_args_line=d["has_server_args_line"],
+        decode=d.get("decode"),
+        start_mono=_mono_of(d.get("start_mono")),
+        ready_mono=_mono_of(d.get("ready_mono")),
+        clock_notes=tuple(evidence_from_json(n) for n in d.get("clock_notes", ())),
+        ledger=d.get("ledger"),
+    )
+
+
+def _mono_of(value: Any) -> Mono | None:
+    if isinstance(value, list | tuple) and len(value) == 2:
+        return int(value[0]), str(value[1])
+    return None
+
+
 __all__ = [
+    "BuilderDoc",
+    "builder_from_json",
+    "builder_to_json",
     "fact_from_doc",
     "facts_from_doc",
     "json_key",

@@ -3,7 +3,9 @@ only to let ended startups go: how often it commits changes nothing it reports o
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ from journaltools import build_journal, ready_startup, write_export
 from sglang_sentinel import cli, pipeline
 from sglang_sentinel.cli import main
 from sglang_sentinel.compare.findings import compare
+from sglang_sentinel.model import Comparison
 from sglang_sentinel.state import DB_NAME
 
 UNIT = "sglang-qwen.service"
@@ -113,3 +116,30 @@ def test_a_scan_commits_once_when_it_holds_few_ended_startups(
     monkeypatch.setattr(cli, "SCAN_CHUNK", 7)
     _scan(_journal(tmp_path), tmp_path / "state", capsys)
     assert commits == [{"final": True}]
+
+
+def test_a_scan_lets_each_comparison_go_once_rendered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A comparison holds two startups' records, decode samples and all: the scan keeps its
+    output, not every comparison (its memory does not grow with the startups it reports)."""
+    journal = _journal(tmp_path)
+    expected = _scan(journal, tmp_path / "plain", capsys)
+
+    class Watched(Comparison):  # a subclass without __slots__ can be weakly referenced
+        pass
+
+    alive: list[int] = []
+    refs: list[weakref.ref[Comparison]] = []
+    real_evaluate = cli.evaluate  # type: ignore[attr-defined]
+
+    def watched(*args: Any, **kw: Any) -> Comparison:
+        alive.append(sum(r() is not None for r in refs))
+        c = real_evaluate(*args, **kw)
+        w = Watched(**{f.name: getattr(c, f.name) for f in dataclasses.fields(c)})
+        refs.append(weakref.ref(w))
+        return w
+
+    monkeypatch.setattr(cli, "evaluate", watched)
+    assert _scan(journal, tmp_path / "watched", capsys) == expected
+    assert alive == [0, 0, 0, 0, 0, 0]

@@ -1,4 +1,6 @@
-"""Writes the journal exports of the synthetic golden cases (deterministic: fixed ids and times).
+"""Writes the journal exports of the synthetic golden cases (deterministic: fixed ids and times),
+and the baseline file a case pins before its scan (`baseline.json`, as `sentinel baseline
+--export` writes it, from a startup of another host's journal).
 
 Run from the repository root after changing a case: `.venv/bin/python tests/golden/make_cases.py`,
 then `.venv/bin/pytest tests/golden/test_golden.py --update-golden` and review the diff.
@@ -7,13 +9,17 @@ then `.venv/bin/pytest tests/golden/test_golden.py --update-golden` and review t
 from __future__ import annotations
 
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parent / "support"))
+sys.path.insert(0, str(HERE.parent.parent))
 
-from journaltools import StartupScript, write_export  # noqa: E402
+from journaltools import StartupScript, build_journal, write_export  # noqa: E402
+
+from sglang_sentinel.cli import main as sentinel  # noqa: E402
 
 CMD = "/opt/sglang/.venv/bin/python3 -m sglang.launch_server --model-path /models/Qwen3-30B --tp-size 2"
 
@@ -132,11 +138,59 @@ def crash_loop() -> list[StartupScript]:
     return scripts
 
 
+def pinned_baseline() -> list[StartupScript]:
+    """Two starts short of capacity, the second like the first, on a host whose pinned baseline
+    (baseline.json, imported before the scan) came from a good start elsewhere. Against the
+    previous ready startup the second has nothing to say; against the pin both are down."""
+    return [
+        _v0523(
+            _script(10, "2026-11-04 10:00:00"), "2026-11-04", mrr=40, kv=250000, prefill="breakable"
+        ),
+        _v0523(
+            _script(11, "2026-11-05 10:00:00"), "2026-11-05", mrr=40, kv=250000, prefill="breakable"
+        ),
+    ]
+
+
+def pinned_baseline_source() -> list[StartupScript]:
+    """The good start on the other host that pinned-baseline's baseline.json was exported from."""
+    return [
+        _v0523(
+            _script(9, "2026-11-03 10:00:00"), "2026-11-03", mrr=64, kv=400000, prefill="breakable"
+        )
+    ]
+
+
 CASES: dict[str, Callable[[], list[StartupScript]]] = {
     "sglang-0523-prefill-off": sglang_0523_prefill_off,
     "sglang-0523-prefill-flag": sglang_0523_prefill_flag,
     "crash-loop": crash_loop,
+    "pinned-baseline": pinned_baseline,
 }
+
+
+# Cases whose scan starts from a pinned baseline: the case -> the startups it is exported from.
+BASELINES: dict[str, Callable[[], list[StartupScript]]] = {
+    "pinned-baseline": pinned_baseline_source,
+}
+
+
+def write_baseline(name: str, build: Callable[[], list[StartupScript]]) -> Path:
+    """`sentinel baseline --export` of the last ready startup of `build`'s journal."""
+    out = HERE / name / "baseline.json"
+    with tempfile.TemporaryDirectory() as tmp:
+        export = Path(tmp) / "source.export"
+        write_export([e for script in build() for e in script.entries()], export)
+        journal = build_journal(export, Path(tmp) / "journal", "source")
+        state = ["--state-dir", str(Path(tmp) / "state"), "--unit", "sglang-qwen.service"]
+        for argv in (
+            ["scan", "--journal-dir", str(journal), *state],
+            ["baseline", *state, "--pin", "latest"],
+            ["baseline", *state, "--export", str(out)],
+        ):
+            if sentinel(argv) != 0:
+                raise SystemExit(f"sentinel {' '.join(argv)} failed")
+    return out
 
 
 def main() -> None:
@@ -145,6 +199,8 @@ def main() -> None:
         (HERE / name).mkdir(exist_ok=True)
         write_export(entries, HERE / name / "journal.export")
         print(f"wrote {HERE / name / 'journal.export'} ({len(entries)} entries)")
+    for name, build in BASELINES.items():
+        print(f"wrote {write_baseline(name, build)}")
 
 
 if __name__ == "__main__":

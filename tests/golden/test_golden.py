@@ -1,8 +1,11 @@
-"""Golden cases: a journal in, the JSON contract, the report and the metrics out, byte for byte.
+"""Golden cases: a journal in, the JSON contract, the report, the metrics and the alerts pushed
+to Alertmanager out, byte for byte.
 
 Each `tests/golden/<case>/` holds `journal.export` (or the seed fixture's, for `seed-flag-change`)
-and the expected outputs. A deliberate change of output: `pytest tests/golden/test_golden.py
---update-golden`, then review `git diff tests/golden`. The synthetic exports come from
+and the expected outputs; a case with a `baseline.json` (as `sentinel baseline --export` writes
+it) has it imported as the unit's pinned baseline before anything reads the journal. A
+deliberate change of output: `pytest tests/golden/test_golden.py --update-golden`, then review
+`git diff tests/golden`. The synthetic exports and baselines come from
 `tests/golden/make_cases.py`.
 """
 
@@ -13,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from journaltools import build_journal, seed_fixture_dir
-from sentinelproc import scrape_in_process
+from sentinelproc import alerts_in_process, scrape_in_process
 
 from sglang_sentinel.cli import main
 
@@ -50,6 +53,19 @@ def _scan(capsys: pytest.CaptureFixture[str], journal: Path, state: Path, *extra
     return out.replace(str(journal), "<journal>").replace(str(state), "<state>")
 
 
+def _pinned(capsys: pytest.CaptureFixture[str], case: str, state: Path, units: list[str]) -> Path:
+    """`state`, with the case's baseline.json pinned for its unit when it has one."""
+    baseline = GOLDEN / case / "baseline.json"
+    if baseline.exists():
+        (unit,) = units
+        argv = ["baseline", "--state-dir", str(state), "--unit", unit, "--import", str(baseline)]
+        # --force: no startup of the unit is recorded yet to check the model and TP against.
+        code = main([*argv, "--force"])
+        _, err = capsys.readouterr()
+        assert code == 0, err
+    return state
+
+
 def _metrics(journal: Path, state: Path, units: list[str]) -> str:
     text = scrape_in_process(journal, state, units)
     text = _READER.sub('reader="<reader>"', text)
@@ -63,10 +79,12 @@ def test_golden(
     journal = build_journal(_export(case), tmp_path / "journal", case)
     units = _units(_export(case), tmp_path)
     unit_args = [a for u in units for a in ("--unit", u)]
+    s1, s2, s3, s4 = (_pinned(capsys, case, tmp_path / f"s{n}", units) for n in range(1, 5))
     outputs = {
-        "expected-scan.json": _scan(capsys, journal, tmp_path / "s1", "--json", *unit_args),
-        "expected-report.txt": _scan(capsys, journal, tmp_path / "s2", *unit_args),
-        "expected-metrics.prom": _metrics(journal, tmp_path / "s3", units),
+        "expected-scan.json": _scan(capsys, journal, s1, "--json", *unit_args),
+        "expected-report.txt": _scan(capsys, journal, s2, *unit_args),
+        "expected-metrics.prom": _metrics(journal, s3, units),
+        "expected-alerts.json": alerts_in_process(journal, s4, units),
     }
     directory = GOLDEN / case
     if request.config.getoption("--update-golden"):

@@ -145,18 +145,31 @@ def test_history_is_the_last_twelve_startups_read_from_state(tmp_path: Path) -> 
 
 
 def test_new_log_lines_have_their_block_escaped() -> None:
-    """The downgrade ledger's new lines: one block, examples escaped, gone ones counted."""
+    """The downgrade ledger's lines: new and gone ones each a block with their examples
+    (escaped), and the version change said once above them."""
     base, now = record("a", 1_773_000_000.0), record("b", 1_773_100_000.0)
     diff = {
         "new": [{"template": "x", "example": HOSTILE, "ranks": 4, "kind": "downgrade"}],
-        "gone": [{"template": "y", "example": "old line", "ranks": 1, "kind": "downgrade"}],
+        "gone": [
+            {"template": f"y{i}", "example": f"old <line> {i}", "ranks": 1, "kind": "downgrade"}
+            for i in range(12)
+        ],
+        "version_changed": "SGLang version changed (server_args fields: 3 added, 1 removed)",
     }
     c = Comparison(now, base, "pinned", (), log_diff=diff)
     html = page(UnitStatus("sglang-a.service", c, None, (base, now), False))
     assert "<h3>New in this startup's log</h3>" in html
     assert "<script" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<em>(4 ranks)</em>" in html
-    assert "<p>1 downgrade message(s) of the baseline not printed now.</p>" in html
+    assert (
+        '<p class="log-version">SGLang version changed (server_args fields: 3 added, 1 '
+        "removed)</p><h3>New in this startup's log</h3>"
+    ) in html
+    gone = html[html.index('<h3>Gone since the baseline (information)</h3><ul class="log-gone">') :]
+    gone = gone[: gone.index("</ul>")]
+    assert gone.count("<li>") == 11  # ten shown and the rest counted
+    assert "<li><code>old &lt;line&gt; 0</code> <em>(1 rank)</em></li>" in gone
+    assert "<li><em>and 2 more (sentinel diff --log)</em></li>" in gone
     quiet = Comparison(now, base, "pinned", (), log_diff={"new": [], "gone": []})
     assert "New in this startup" not in page(
         UnitStatus("sglang-a.service", quiet, None, (base, now), False)

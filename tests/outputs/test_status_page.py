@@ -177,11 +177,15 @@ def test_status_page_renders_in_chromium(tmp_path: Path, sentinels: Sentinels) -
         [
             "ℹ INFO",
             "new_downgrade_message",
-            "1 downgrade message the baseline never printed: Disable piecewise CUDA graph "
-            "because --disable-piecewise-cuda-graph is set",
+            "1 downgrade message the baseline never printed (the SGLang version changed): "
+            "Disable piecewise CUDA graph because --disable-piecewise-cuda-graph is set",
         ],
     ]
-    # The downgrade ledger's block: the line new in this startup's log, on its 4 ranks.
+    # The downgrade ledger's block: the version change said once (0.5.9 -> 0.5.10rc0), the
+    # line new in this startup's log, on its 4 ranks.
+    assert seed.find_all("p", "log-version")[0].text.startswith(
+        "SGLang version changed (server_args fields: 27 added, 7 removed)"
+    )
     assert [li.text for li in seed.find_all("ul", "log-new")[0].find_all("li")] == [
         "Disable piecewise CUDA graph because --disable-piecewise-cuda-graph is set (4 ranks)"
     ]

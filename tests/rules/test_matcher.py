@@ -31,6 +31,8 @@ PREFIXES = [
     "[2026-03-09 21:31:11] ",
     "[2026-3-09 21:31:11] ",  # same digit-free shape, not a prefix
     "[2026-03-09 21:31:11 TP] ",
+    "[23:17:01 TP7] ",  # 0.3.x: no date
+    "[23:17:01] ",
     "[2026-03-09 21:31:09] WARNING server_args.py:2326: ",
     "[Gloo] ",
     # other tools' wrappers before the SGLang line (docs/architecture.md, "Wrappers")

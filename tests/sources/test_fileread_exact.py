@@ -1,7 +1,7 @@
 """The file source's block reader hands out exactly what the line-by-line parse does (json.loads
 for any JSON, the CRI split, the general RFC 3339 parse): any mix of Docker's compact lines,
 escapes, pieces, other time forms and corrupt lines, read whole, in chunks, or resumed from a
-cursor at any point."""
+cursor at any point; with the C reader of common lines (_fileread.c) and without it."""
 
 from __future__ import annotations
 
@@ -10,11 +10,19 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sglang_sentinel.model import JournalEntry, parse_selector
-from sglang_sentinel.sources import DockerLayout, FileSource, Layout, PodLayout, parse_time_us
+from sglang_sentinel.sources import (
+    DockerLayout,
+    FileSource,
+    Layout,
+    PodLayout,
+    parse_time_us,
+    readers,
+)
 from sglang_sentinel.sources.files import _parse_cri, _parse_docker, start_id
 from sglang_sentinel.text import clean_message
 
@@ -22,9 +30,7 @@ CID = "c" * 64
 WORDS = ["a", "b c", '"', "\\", "\t", "<", "&", "é", "✓", " ", "server_args=", "\x1b[1m", "\r", ":"]
 TIMES = st.sampled_from(
     [
-        "2026-01-01T10:00:0{s}.12345678{d}Z",  # the engines' own form
-        "2026-01-01T10:00:0{s}.12345678{d}Z",
-        "2026-01-01T10:00:0{s}.12345678{d}Z",
+        *["2026-01-01T10:00:0{s}.12345678{d}Z"] * 6,  # the engines' own form, most lines
         "2026-01-01T12:00:0{s}.1234{d}+02:00",  # other RFC 3339 forms
         "2026-01-01t10:00:0{s}.{d}z",
         "2026-01-01T10:00:0{s}Z",
@@ -34,11 +40,11 @@ TIMES = st.sampled_from(
 )
 RECORD = st.tuples(
     st.lists(st.sampled_from(WORDS), max_size=6).map("".join),
-    st.booleans(),  # a piece (no newline / P)
+    st.sampled_from([False, False, False, True]),  # a piece (no newline / P)
     st.sampled_from(["stdout", "stderr"]),
     TIMES,
     st.integers(0, 9),
-    st.sampled_from(["compact", "compact", "compact", "ascii", "spaced", "corrupt"]),
+    st.sampled_from(["compact"] * 5 + ["ascii", "spaced", "corrupt"]),
 )
 
 
@@ -117,7 +123,18 @@ def as_lines(items: list[tuple[str, Any]]) -> list[tuple[str, int]]:
 Record = tuple[str, bool, str, str, int, str]
 
 
-def check(fmt: str, records: list[Record], chunk: int) -> None:
+def source_of(layout: Layout, reader: str) -> FileSource:
+    source = FileSource([layout])
+    if reader == "python":
+        source._run = None  # every line cut in Python
+    else:
+        assert readers._fileread is not None, "the C file reader is not built"
+        assert source._run is readers._fileread.run
+    source.open(follow=False)
+    return source
+
+
+def check(fmt: str, records: list[Record], chunk: int, reader: str) -> None:
     make = docker_line if fmt == "docker" else cri_line
     data = b"".join(
         make(text, piece, out, ts.format(s=i % 10, d=d), style)
@@ -143,15 +160,13 @@ def check(fmt: str, records: list[Record], chunk: int) -> None:
             fixed = pod_start("uid-1", "server", "0")
         expected = reference(data, fmt, seed, fixed)
 
-        whole = FileSource([layout])
-        whole.open(follow=False)
+        whole = source_of(layout, reader)
         whole.seek_head()
         assert read(whole, None) == expected
         whole.close()
 
         # In chunks, and a restart from the cursor after the first one.
-        chunked = FileSource([layout])
-        chunked.open(follow=False)
+        chunked = source_of(layout, reader)
         chunked.seek_head()
         got = read(chunked, chunk)
         cursor = chunked.cursor()
@@ -163,8 +178,7 @@ def check(fmt: str, records: list[Record], chunk: int) -> None:
             rest += more
         chunked.close()
         assert as_lines(got + rest) == as_lines(expected)
-        again = FileSource([layout])
-        again.open(follow=False)
+        again = source_of(layout, reader)
         if cursor is None:
             again.seek_head()
         else:
@@ -173,13 +187,49 @@ def check(fmt: str, records: list[Record], chunk: int) -> None:
         again.close()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.parametrize("reader", ["c", "python"])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(RECORD, max_size=25), st.integers(1, 7))
-def test_json_file_blocks_read_what_the_line_parse_reads(records: list[Record], chunk: int) -> None:
-    check("docker", records, chunk)
+def test_json_file_blocks_read_what_the_line_parse_reads(
+    reader: str, records: list[Record], chunk: int
+) -> None:
+    check("docker", records, chunk, reader)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.parametrize("reader", ["c", "python"])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(RECORD, max_size=25), st.integers(1, 7))
-def test_cri_blocks_read_what_the_line_parse_reads(records: list[Record], chunk: int) -> None:
-    check("cri", records, chunk)
+def test_cri_blocks_read_what_the_line_parse_reads(
+    reader: str, records: list[Record], chunk: int
+) -> None:
+    check("cri", records, chunk, reader)
+
+
+@pytest.mark.parametrize(
+    ("ts", "taken"),
+    [
+        ("2026-01-01T10:00:00.123456789Z", True),
+        ("2024-02-29T23:59:59.999999999Z", True),  # a leap day
+        ("2026-02-31T00:00:00.000000000Z", True),  # past the month's end: runs on into March
+        ("2026-03-00T00:00:00.000000001Z", True),  # day 0: the month's eve
+        ("1969-12-31T23:59:59.500000000Z", True),  # before the epoch
+        ("0001-01-01T00:00:00.000000000Z", True),
+        ("9999-12-31T99:99:99.999999000Z", True),  # hours, minutes, seconds past their range
+        ("2026-13-01T00:00:00.000000000Z", False),  # no month 13 (Python: a corrupt line)
+        ("0000-01-01T00:00:00.000000000Z", False),  # no year 0
+        ("2026-01-01t00:00:00.000000000Z", False),  # another RFC 3339 form: Python's
+        ("2026-01-01T00:00:00.00000000xZ", False),
+    ],
+)
+def test_c_reader_times_are_the_general_parse(ts: str, taken: bool) -> None:
+    """The C reader's time of a line is parse_time_us's, or it leaves the line to Python."""
+    assert readers._fileread is not None, "the C file reader is not built"
+    run = readers._fileread.run
+    docker = json.dumps({"log": "x\n", "stream": "stdout", "time": ts}, separators=(",", ":"))
+    cri = f"{ts} stdout F x"
+    for fmt, line in ((readers._fileread.FMT_DOCKER, docker), (readers._fileread.FMT_CRI, cri)):
+        got = run(line.encode() + b"\n", 0, fmt, 10, b"")
+        if taken:
+            assert got == ([b"x"], [parse_time_us(ts.encode())], [len(line) + 1])
+        else:
+            assert got == ([], [], [])

@@ -4,6 +4,7 @@ simulation harness (bench/decode.py, seeded)."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import sys
@@ -185,6 +186,20 @@ def test_samples_per_bucket_are_bounded_and_survive_json() -> None:
     # The interval open at the save continues after the restore (no new "first" line).
     feed(again, [decode(8, 401)], ts=READY + 2000)
     assert again.counts["clean"] == state.counts["clean"] + 1
+
+
+def test_a_summary_shares_the_samples_and_stays_as_it_was() -> None:
+    """A snapshot does not copy each sample (a held startup's samples took twice their size),
+    and what it holds does not change as the state goes on and drops its oldest samples."""
+    state = DecodeState()
+    feed(state, [decode(8, 400 + i % 7) for i in range(65)])
+    before = state.summary()
+    frozen = json.dumps(before)
+    (samples,) = before["buckets"].values()
+    assert all(a is b for a, b in zip(samples, state.buckets["bs8/ctx1024"], strict=True))
+    feed(state, [decode(8, 450 + i % 5) for i in range(70)], ts=READY + 2000)
+    assert json.dumps(before) == frozen
+    assert json.dumps(state.summary()) != frozen
 
 
 def test_mann_whitney_and_hodges_lehmann_against_hand_values() -> None:

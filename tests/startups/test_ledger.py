@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 from journaltools import build_journal, seed_fixture_dir
 
 from sglang_sentinel.cli import main
-from sglang_sentinel.compare import compare, load_policy
+from sglang_sentinel.compare import UnitStatus, compare, load_policy
 from sglang_sentinel.errors import ConfigError
-from sglang_sentinel.logtemplates import template_of
+from sglang_sentinel.logtemplates import log_diff, template_of
 from sglang_sentinel.model import UNIT_STARTED, JournalEntry, StartupRecord
+from sglang_sentinel.outputs import render_log_diff, render_page
 from sglang_sentinel.rules import MemoMatcher, default_rules_dir, load_rules
 from sglang_sentinel.startups import TEMPLATES_KEPT, LogLedger, StartupTracker
 from sglang_sentinel.state import StateStore
@@ -53,6 +54,13 @@ def startup(*extra: str, mrr: int = 48, after_ready: Sequence[str] = ()) -> list
         READY,
         *after_ready,
     ]
+
+
+UPGRADE = (
+    "SGLang version changed (server_args fields: 27 added, 7 removed): a message the new "
+    "release rewords shows as one new and one gone template"
+)
+NOTHING_NEW: dict[str, Any] = {"new": [], "gone": [], "version_changed": None}
 
 
 def new_templates(record: StartupRecord, baseline: StartupRecord) -> list[str]:
@@ -128,6 +136,8 @@ def test_the_seed_startup_gets_a_ledger_finding_for_its_new_pcg_line(
     assert second["log_diff"] == {
         "new": [{"template": pcg, "example": pcg, "ranks": 4, "kind": "downgrade"}],
         "gone": [],
+        # 0.5.9 then 0.5.10rc0: said once, and the PCG line is still the only new one.
+        "version_changed": UPGRADE,
     }
     ledger = [f for f in second["findings"] if f["check"] == "new_downgrade_message"]
     # piecewise_cuda_graph_disabled already judged the line's fact: shown, not alerted twice.
@@ -135,8 +145,9 @@ def test_the_seed_startup_gets_a_ledger_finding_for_its_new_pcg_line(
         (
             "info",
             [
+                UPGRADE,
                 "new in this startup's log (on 4 ranks; already judged by "
-                f"piecewise_cuda_graph_disabled): {pcg}"
+                f"piecewise_cuda_graph_disabled): {pcg}",
             ],
         )
     ]
@@ -155,7 +166,7 @@ def test_the_seed_baseline_against_itself_is_no_alarm(
     again = dataclasses.replace(first, invocation_id="f" * 32)
     assert first.ledger is not None and len(first.ledger["templates"]) == 4
     c = compare(again, first, "pinned", POLICY)
-    assert c.log_diff == {"new": [], "gone": []}
+    assert c.log_diff == NOTHING_NEW
     assert [f.check for f in c.findings] == []
 
 
@@ -240,7 +251,7 @@ def test_accepted_messages_silence_a_template() -> None:
     )
     c = compare(now, base, "pinned", policy)
     assert c.findings == ()
-    assert c.log_diff == {"new": [], "gone": []}
+    assert c.log_diff == NOTHING_NEW
 
 
 def test_accepted_messages_must_be_regular_expressions() -> None:
@@ -390,7 +401,7 @@ def test_restarts_of_one_configuration_never_give_a_new_downgrade_message(
     base = run(data.draw(st.composite(_generated)()), "a" * 32)
     now = run(data.draw(st.composite(_generated)()), "b" * 32)
     c = compare(now, base, "pinned", POLICY)
-    assert c.log_diff == {"new": [], "gone": []}
+    assert c.log_diff == NOTHING_NEW
     assert "new_downgrade_message" not in [f.check for f in c.findings]
 
 
@@ -400,7 +411,7 @@ def test_an_upgrade_that_rewords_a_known_downgrade_is_no_alarm() -> None:
     reason = "because it's not supported on more than two PCIe-only GPUs."
     old = run(startup(f"[2026-03-09 21:31:24 TP0] Custom allreduce is disabled {reason}"), "a" * 32)
     new = run(startup(f"[2026-03-09 21:31:24 TP0] CustomAllreduce is disabled {reason}"), "b" * 32)
-    assert compare(new, old, "pinned", POLICY).log_diff == {"new": [], "gone": []}
+    assert compare(new, old, "pinned", POLICY).log_diff == NOTHING_NEW
     other = run(
         startup(
             "[2026-03-09 21:31:24 TP0] CustomAllreduce is disabled because this process group "
@@ -410,4 +421,107 @@ def test_an_upgrade_that_rewords_a_known_downgrade_is_no_alarm() -> None:
     )
     assert new_templates(other, old) == [
         "CustomAllreduce is disabled because this process group spans across nodes."
+    ]
+
+
+def _args(*fields: str) -> str:
+    """A server_args line of a release whose ServerArgs has these fields (and tp_size)."""
+    return (
+        "[2026-03-09 21:31:11] server_args=ServerArgs(tp_size=4, "
+        + ", ".join(f"{f}=False" for f in fields)
+        + ")"
+    )
+
+
+def test_a_version_change_is_said_once_and_alerts_only_on_new_downgrades() -> None:
+    """0.5.9 -> 0.5.10 (other server_args fields): the diff and the finding say so once; a
+    reworded message no rule names is new and gone, and the new one still a warning."""
+    old = run(
+        startup(_args("enable_piecewise_cuda_graph"), "[2026-03-09 21:31:24] Feature x disabled"),
+        "a" * 32,
+    )
+    new = run(
+        startup(
+            _args("disable_piecewise_cuda_graph", "enable_dp_lm_head"),
+            "[2026-03-09 21:31:24] Feature x is disabled",
+        ),
+        "b" * 32,
+    )
+    said = (
+        "SGLang version changed (server_args fields: 2 added, 1 removed): a message the new "
+        "release rewords shows as one new and one gone template"
+    )
+    c = compare(new, old, "pinned", POLICY)
+    assert c.log_diff is not None
+    assert c.log_diff["version_changed"] == said
+    assert [line["template"] for line in c.log_diff["new"]] == ["Feature x is disabled"]
+    assert [line["template"] for line in c.log_diff["gone"]] == ["Feature x disabled"]
+    [f] = [f for f in c.findings if f.check == "new_downgrade_message"]
+    assert f.severity == "warning"
+    assert f.message == (
+        "1 downgrade message the baseline never printed (the SGLang version changed): "
+        "Feature x is disabled"
+    )
+    assert [e.detail for e in f.evidence] == [
+        said,
+        "new in this startup's log (on 1 rank): Feature x is disabled",
+    ]
+    assert render_log_diff(old, new, log_diff(new, old)).splitlines()[1:] == [
+        f"  {said}",
+        "  new   Feature x is disabled",
+        "        e.g. Feature x is disabled  (1 rank)",
+        "  gone  Feature x disabled",
+        "        e.g. Feature x disabled  (1 rank)",
+    ]
+    # The same release (the same fields, other values) says nothing of a version.
+    again = run(
+        startup(
+            _args("disable_piecewise_cuda_graph", "enable_dp_lm_head").replace("False", "True"),
+        ),
+        "c" * 32,
+    )
+    assert compare(again, new, "pinned", POLICY).log_diff == {
+        "new": [],
+        "gone": [
+            {
+                "template": "Feature x is disabled",
+                "example": "Feature x is disabled",
+                "ranks": 1,
+                "kind": "downgrade",
+            }
+        ],
+        "version_changed": None,
+    }
+
+
+def test_a_gone_downgrade_is_information_only_and_listed_everywhere() -> None:
+    """The fallback a baseline printed and this startup does not: no finding, no alert, but
+    in log_diff.gone (scan --json), `diff --log` and the page, with its example."""
+    line = "[2026-03-09 21:31:24 TP{tp}] Custom allreduce is disabled because it's not supported"
+    base = run(startup(line.format(tp=0), line.format(tp=1)), "a" * 32)
+    now = run(startup(), "b" * 32)
+    c = compare(now, base, "pinned", POLICY)
+    assert c.findings == ()
+    assert c.log_diff == {
+        "new": [],
+        "gone": [
+            {
+                "template": "Custom allreduce is disabled because it's not supported",
+                "example": "Custom allreduce is disabled because it's not supported",
+                "ranks": 2,
+                "kind": "downgrade",
+            }
+        ],
+        "version_changed": None,
+    }
+    html = render_page(
+        [UnitStatus(UNIT, c, None, (base, now), False)], generated_at=1.8e9, version="t"
+    )
+    assert (
+        '<h3>Gone since the baseline (information)</h3><ul class="log-gone"><li><code>Custom '
+        "allreduce is disabled because it&#x27;s not supported</code> <em>(2 ranks)</em></li>"
+    ) in html
+    assert render_log_diff(base, now, log_diff(now, base)).splitlines()[1:] == [
+        "  gone  Custom allreduce is disabled because it's not supported",
+        "        e.g. Custom allreduce is disabled because it's not supported  (2 ranks)",
     ]

@@ -61,6 +61,20 @@ def test_a_wrapped_sglang_line_splits_like_the_bare_line(wrapper: str) -> None:
     assert strip_wrappers(wrapper + SUMMARY) == SUMMARY
 
 
+def test_a_0_3_line_without_a_date_splits_like_a_dated_one() -> None:
+    """Up to 0.3.x the prefix was `[HH:MM:SS TPn] ` (real, sgl-project/sglang#1479)."""
+    assert split_prefix("[23:17:08 TP4] Exception in run_tp_server:") == (
+        "Exception in run_tp_server:",
+        Rank(tp=4),
+    )
+    assert split_prefix("[23:17:03] server_args=ServerArgs(tp_size=8)") == (
+        "server_args=ServerArgs(tp_size=8)",
+        Rank(),
+    )
+    for other in ("[23:17] Exception in run_tp_server:", "[2:17:08 TP4] x", "[23:17:08TP4] x"):
+        assert split_prefix(other) == (other, Rank())
+
+
 @pytest.mark.parametrize("line", UNWRAPPED)
 def test_a_line_that_is_not_wrapped_is_unchanged(line: str) -> None:
     assert strip_wrappers(line) == line
@@ -125,7 +139,7 @@ REASONS: dict[str, tuple[list[str], str | None]] = {
         ],
         "zmq.error.ZMQError: Address already in use (addr='tcp://*:32765')",
     ),
-    "chained-first-cause": (
+    "chained-last-exception": (
         [
             HEAD,
             FRAME,
@@ -134,8 +148,57 @@ REASONS: dict[str, tuple[list[str], str | None]] = {
             "Traceback (most recent call last):",
             FRAME,
             "RuntimeError: failed to load the checkpoint",
+            SIGQUIT,
         ],
-        "KeyError: 'layers.0.mlp.experts.w13_weight'",
+        "RuntimeError: failed to load the checkpoint",
+    ),
+    # Reconstructed: an offline start whose model is not in the Hugging Face cache. The scheduler
+    # builds its model config with transformers' AutoConfig; `cached_file` (transformers
+    # utils/hub.py) raises this OSError `from` huggingface_hub's LocalEntryNotFoundError (texts
+    # as those libraries write them); then the main process's own line.
+    "chained-direct-cause": (
+        [
+            HEAD,
+            '  File "/usr/local/lib/python3.12/dist-packages/huggingface_hub/file_download.py", '
+            "line 1533, in _raise_on_head_call_error",
+            "    raise LocalEntryNotFoundError(",
+            "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the requested files in "
+            "the disk cache and outgoing traffic has been disabled. To enable hf.co look-ups and "
+            "downloads online, set 'local_files_only' to False.",
+            "",
+            "The above exception was the direct cause of the following exception:",
+            "",
+            "Traceback (most recent call last):",
+            FRAME,
+            '  File "/usr/local/lib/python3.12/dist-packages/transformers/utils/hub.py", '
+            "line 470, in cached_file",
+            "    raise EnvironmentError(",
+            "OSError: We couldn't connect to 'https://huggingface.co' to load this file, couldn't "
+            "find it in the cached files and it looks like zai-org/GLM-4.5-FP8 is not the path to "
+            "a directory containing a file named config.json.",
+            "Checkout your internet connection or see how to run the library in offline mode at "
+            "'https://huggingface.co/docs/transformers/installation#offline-mode'.",
+            "",
+            SIGQUIT,
+        ],
+        "OSError: We couldn't connect to 'https://huggingface.co' to load this file, couldn't "
+        "find it in the cached files and it looks like zai-org/GLM-4.5-FP8 is not the path to a "
+        "directory containing a file named config.json.",
+    ),
+    "chained-then-main-process-traceback": (
+        [
+            HEAD,
+            FRAME,
+            "RuntimeError: ninja exited with status 1",
+            "During handling of the above exception, another exception occurred:",
+            "Traceback (most recent call last):",
+            FRAME,
+            "Exception: JIT kernel build failed",
+            "Traceback (most recent call last):",
+            '  File "/sgl/python/sglang/srt/entrypoints/engine.py", line 1275, in _wait_for_scheduler_ready',
+            "EOFError",
+        ],
+        "Exception: JIT kernel build failed",
     ),
     "chained-rule-reason": (
         [
@@ -149,6 +212,15 @@ REASONS: dict[str, tuple[list[str], str | None]] = {
             SIGQUIT,
         ],
         "Capture cuda graph failed: ninja exited with status 1",
+    ),
+    "v03-tp-server-exception": (
+        [
+            "[23:17:08 TP4] Exception in run_tp_server:",
+            "Traceback (most recent call last):",
+            FRAME,
+            "RuntimeError: CUDA error: out of memory",
+        ],
+        "RuntimeError: CUDA error: out of memory",
     ),
     "oom-stays-constant": (
         [HEAD, FRAME, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."],

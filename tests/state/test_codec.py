@@ -14,8 +14,11 @@ from journaltools import StartupScript, build_journal, write_export
 from sglang_sentinel.cli import main
 from sglang_sentinel.evidence import note
 from sglang_sentinel.facts import STARTUP_FACTS
-from sglang_sentinel.model import Evidence, StartupRecord
-from sglang_sentinel.state import StateStore, plain
+from sglang_sentinel.model import Evidence, JournalEntry, StartupRecord
+from sglang_sentinel.rules import default_rules_dir, load_rules
+from sglang_sentinel.rules.matcher import ExactMatcher
+from sglang_sentinel.startups import StartupTracker
+from sglang_sentinel.state import StateStore, builder_from_json, builder_to_json, plain
 from sglang_sentinel.state.codec import (
     fact_from_doc,
     json_key,
@@ -168,3 +171,29 @@ def test_scan_stores_a_startup_whose_server_args_have_mixed_keys(
     (startup,) = json.loads(out)["startups"]
     assert startup["outcome"] == "ready"
     assert startup["server_args"]["lora_paths"] == {"1": "a", "b": 2}
+
+
+def test_the_tracker_s_state_of_a_startup_under_way_is_the_codec_s() -> None:
+    """The builders table's shape is written and read by state/codec.py alone: the tracker's
+    saved form reads back through `builder_from_json` and `builder_to_json` writes it again
+    to the byte."""
+    inv = "c" * 32
+    tracker = StartupTracker(ExactMatcher(load_rules([default_rules_dir()])))
+    lines = (
+        "[2026-03-09 10:00:01 TP0] Load weight begin. avail mem=78.50 GB",
+        "[2026-03-09 10:00:30 TP0] max_total_num_tokens=120000, chunked_prefill_size=8192, "
+        "max_prefill_tokens=16384, max_running_requests=48, context_len=32768, "
+        "available_gpu_mem=9.50 GB",
+    )
+    entries = [
+        JournalEntry("sglang-qwen.service", text, 1_773_050_400_000_000 + n, inv)
+        for n, text in enumerate(lines)
+    ]
+    tracker.feed(entries, lambda: 1_773_050_400_000_000)
+    _, saved = tracker.saved_form(inv)
+    doc = builder_from_json(saved)
+    assert (doc.unit, doc.invocation_id) == ("sglang-qwen.service", inv)
+    assert doc.facts["max_running_requests"] == 48
+    assert doc.ready_at is None and doc.failure_reason is None
+    fields = {name: getattr(doc, name) for name in doc.__slots__}
+    assert builder_to_json(**fields) == saved

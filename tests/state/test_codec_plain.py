@@ -4,16 +4,18 @@ scalars (subclasses of them and non-finite floats included), with and without `f
 
 from __future__ import annotations
 
+import collections
 import enum
 import json
 import math
+import types
 from collections.abc import Mapping
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sglang_sentinel.state import plain
+from sglang_sentinel.state import codec, plain
 from sglang_sentinel.state.codec import json_key
 
 
@@ -36,6 +38,10 @@ class _Text(str):
     pass
 
 
+class _List(list[Any]):
+    pass
+
+
 _scalar = st.one_of(
     st.none(),
     st.booleans(),
@@ -53,6 +59,10 @@ _value = st.recursive(
         st.dictionaries(
             st.one_of(st.text(max_size=4), st.integers(), st.none()), inner, max_size=4
         ),
+        # Subclasses and other mappings take the general tests after the exact-type ones.
+        st.lists(inner, max_size=3).map(_List),
+        st.dictionaries(st.text(max_size=3), inner, max_size=3).map(collections.OrderedDict),
+        st.dictionaries(st.text(max_size=3), inner, max_size=3).map(types.MappingProxyType),
     ),
     max_leaves=30,
 )
@@ -88,3 +98,25 @@ def test_a_list_of_scalars_is_a_new_list() -> None:
     assert out == {"bs8/ctx512": [sample]}
     assert out["bs8/ctx512"][0] is not sample
     assert plain((1, "a", None)) == [1, "a", None]
+
+
+def test_plain_asks_the_mapping_abc_about_no_dict_list_or_tuple(monkeypatch: Any) -> None:
+    """A decode summary is thousands of lists: the ABC's isinstance is the slow test, so exact
+    dicts, lists and tuples are told by their type."""
+    asked: list[type] = []
+
+    class Meta(type):
+        def __instancecheck__(cls, value: object) -> bool:
+            asked.append(type(value))
+            return isinstance(value, Mapping)
+
+    class Counting(metaclass=Meta):
+        pass
+
+    monkeypatch.setattr(codec, "Mapping", Counting)
+    summary = {"buckets": {"bs8/ctx512": [[1.5, 0.0, 1000.0, 8.0, 512.0]] * 3}, "t": (1, [2])}
+    assert plain(summary) == {
+        "buckets": {"bs8/ctx512": [[1.5, 0.0, 1000.0, 8.0, 512.0]] * 3},
+        "t": [1, [2]],
+    }
+    assert asked == [int]  # the one scalar not inside a list of scalars: the tuple's 1

@@ -228,3 +228,70 @@ def scrape_in_process(
     finally:
         daemon.source.close()
         daemon.store.close()
+
+
+# The clock of alerts_in_process: alerts start at it, and a startup still under way is judged
+# at it (so whether it has stalled does not depend on when the test runs).
+ALERTS_AT = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+
+
+def alerts_in_process(journal: Path, state: Path, units: Sequence[str] = ()) -> str:
+    """The Alertmanager push (API v2 body, as JSON text) of a Daemon that has read `journal`
+    once: its open findings handed to its alert sink, one push, on a fixed clock."""
+    from sglang_sentinel.config import Config, load_config
+    from sglang_sentinel.daemon import Daemon
+    from sglang_sentinel.daemon.alerts import AlertPusher
+    from sglang_sentinel.model import Comparison, Stats
+
+    bodies: list[bytes] = []
+
+    def post(url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> tuple[int, str]:
+        bodies.append(body)
+        return 200, ""
+
+    class Sink:
+        """The daemon's alert sink: a real pusher, pushed once by hand instead of its threads."""
+
+        def __init__(self, config: Config, stats: Stats) -> None:
+            self.pusher = AlertPusher(
+                config.alertmanager, stats=stats, clock=lambda: ALERTS_AT, opener=post
+            )
+
+        def start(self) -> None:
+            pass
+
+        def update(self, comparisons: Sequence[Comparison]) -> None:
+            self.pusher.update(comparisons)
+
+        def stop(self) -> None:
+            pass
+
+    overrides: dict[str, object] = {
+        "journal.directory": str(journal),
+        "state_dir": str(state),
+        "alertmanager.urls": ["http://alertmanager.invalid:9093"],
+        "alertmanager.instance": "sentinel.invalid:19110",
+    }
+    if units:
+        overrides["units"] = list(units)
+    sinks: list[Sink] = []
+
+    def sink(config: Config, stats: Stats) -> Sink:
+        sinks.append(Sink(config, stats))
+        return sinks[-1]
+
+    config = load_config(overrides=overrides, environ={})
+    daemon = Daemon.from_config(config, clock=lambda: ALERTS_AT, sinks=sink)
+    daemon.source.open()
+    try:
+        daemon.pipeline.resume(from_boot_start=False)
+        daemon.publish()
+        daemon._remember_announced()
+        daemon._restart_pusher()
+        daemon._drain()  # read, commit, publish, hand the open findings to the sink
+        sinks[-1].pusher.flush(force=True)
+    finally:
+        daemon.source.close()
+        daemon.store.close()
+    alerts = json.loads(bodies[-1]) if bodies else []
+    return json.dumps(alerts, indent=2, sort_keys=True, ensure_ascii=False) + "\n"

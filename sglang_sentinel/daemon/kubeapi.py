@@ -1,0 +1,339 @@
+"""Pod labels from the Kubernetes API, for `sglang_sentinel_pod_info` (only when configured).
+
+With `kubernetes.labels` set, the daemon lists and then watches the pods of its own node
+(`GET /api/v1/pods?fieldSelector=spec.nodeName=NODE`, then `watch=true` from the list's
+resourceVersion, bookmarks on; a 410 Gone or a dropped stream lists again) and keeps, per pod,
+the values of the configured label keys. That is all it asks of the API: `get`, `list`, `watch`
+on pods (the ClusterRole in deploy/kubernetes/api-labels/). Identity never comes from here:
+targets, starts and baselines are the pod log files' (sources/podlogs.py); a label only
+describes the pod.
+
+In a pod the API server is `KUBERNETES_SERVICE_HOST`:`KUBERNETES_SERVICE_PORT`, verified with the
+service account's CA, and the node is `NODE_NAME` (the downward API's `spec.nodeName`). The token
+is read from its file at every connection (the kubelet rotates bound tokens) and goes in the
+Authorization header only: never logged, never in an error message or a metric.
+
+Plain http.client and ssl: two GETs and a line-delimited JSON stream need no client library.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import os
+import socket
+import ssl
+import stat
+import threading
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from ..config import KubernetesConfig, pod_label_name
+from ..errors import ConfigError
+from ..logs import Logger
+
+log = Logger(__name__)
+
+SERVICE_ACCOUNT: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+MAX_TOKEN_BYTES: Final = 16 * 1024
+MAX_LINE_BYTES: Final = 4 << 20  # one watch event (a pod object); a larger one is an error
+MAX_VALUE_CHARS: Final = 63  # a label value's own limit in Kubernetes
+WATCH_SECONDS: Final = 300  # the server ends each watch after this; it is then resumed
+RETRY_FIRST_S: Final = 1.0
+RETRY_MAX_S: Final = 60.0
+
+
+class KubeApiError(Exception):
+    """A request to the API server that failed: the reason, never a header or the token."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True, slots=True)
+class ApiEndpoint:
+    """Where the API server is and how to authenticate to it."""
+
+    host: str
+    port: int
+    token_file: Path
+    ca_file: Path
+    node: str
+
+    @classmethod
+    def in_cluster(
+        cls,
+        *,
+        url: str | None,
+        node: str | None,
+        token_file: Path,
+        ca_file: Path,
+        environ: Mapping[str, str],
+    ) -> ApiEndpoint:
+        """From the configuration, else the pod's environment; KubeApiError says what lacks."""
+        if url is None:
+            host, port = (
+                environ.get("KUBERNETES_SERVICE_HOST"),
+                environ.get("KUBERNETES_SERVICE_PORT", "443"),
+            )
+            if not host:
+                raise KubeApiError(
+                    "kubernetes.labels is set but KUBERNETES_SERVICE_HOST is not (not in a pod?): "
+                    "set kubernetes.api_url"
+                )
+            url = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+        parsed = urllib.parse.urlsplit(url)
+        if parsed.scheme != "https" or not parsed.hostname:
+            raise KubeApiError(f"kubernetes.api_url must be https://HOST[:PORT], got {url!r}")
+        node = node or environ.get("NODE_NAME")
+        if not node:
+            raise KubeApiError(
+                "kubernetes.labels is set but the node is unknown: set NODE_NAME from the "
+                "downward API (spec.nodeName), or kubernetes.node_name"
+            )
+        return cls(parsed.hostname, parsed.port or 443, token_file, ca_file, node)
+
+
+def read_token(path: Path) -> str:
+    """The token in `path`, trimmed: a regular file of at most 16 KiB, opened without blocking."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        data = os.read(fd, MAX_TOKEN_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_TOKEN_BYTES:
+        raise ValueError(f"larger than {MAX_TOKEN_BYTES // 1024} KiB")
+    token = data.decode("utf-8").strip()
+    if not token:
+        raise ValueError("empty")
+    return token
+
+
+class PodLabels:
+    """The configured labels of this node's pods, kept up to date by a thread of its own.
+
+    `labels()` is what a scrape reads: "NAMESPACE/POD" -> {Prometheus label: value}, a mapping
+    replaced whole at each change, so any thread reads a consistent one without a lock.
+    """
+
+    def __init__(self, endpoint: ApiEndpoint, keys: tuple[str, ...], *, timeout: float = 10.0):
+        self.endpoint = endpoint
+        self.keys = keys
+        self.names = tuple(pod_label_name(k) for k in keys)
+        self._timeout = timeout
+        self._pods: Mapping[str, Mapping[str, str]] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._conn: http.client.HTTPSConnection | None = None
+        self._conn_lock = threading.Lock()
+        self.lists = 0  # successful lists (a test waits on them)
+        self.failures = 0
+
+    def labels(self) -> Mapping[str, Mapping[str, str]]:
+        return self._pods
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="kubernetes-api", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._conn_lock:
+            conn = self._conn
+        if conn is not None and conn.sock is not None:
+            # Ends a watch blocked in recv at once.
+            with contextlib.suppress(OSError):
+                conn.sock.shutdown(socket.SHUT_RDWR)
+        if self._thread is not None:
+            self._thread.join(timeout=self._timeout)
+
+    # -- the thread -------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        wait = RETRY_FIRST_S
+        while not self._stop.is_set():
+            try:
+                version = self._list()
+                wait = RETRY_FIRST_S
+                while not self._stop.is_set():
+                    version = self._watch(version)
+                    self._stop.wait(0.1)  # a server that ends every watch at once: no busy loop
+            except KubeApiError as exc:
+                if self._stop.is_set():
+                    return
+                self.failures += 1
+                if exc.status != 410:  # Gone: the version expired; list again at once
+                    log.warning(
+                        "kubernetes_api_failed",
+                        error=str(exc),
+                        status=exc.status,
+                        retry_in_seconds=wait,
+                    )
+                    self._stop.wait(wait)
+                    wait = min(wait * 2, RETRY_MAX_S)
+
+    def _query(self, **extra: str) -> str:
+        params = {"fieldSelector": f"spec.nodeName={self.endpoint.node}", **extra}
+        return "/api/v1/pods?" + urllib.parse.urlencode(params)
+
+    def _connect(self, timeout: float) -> http.client.HTTPSConnection:
+        e = self.endpoint
+        try:
+            context = ssl.create_default_context(cafile=str(e.ca_file))
+        except (OSError, ssl.SSLError) as exc:
+            raise KubeApiError(f"CA file {e.ca_file}: {_reason(exc)}") from None
+        conn = http.client.HTTPSConnection(e.host, e.port, timeout=timeout, context=context)
+        with self._conn_lock:
+            self._conn = conn
+        return conn
+
+    def _get(self, conn: http.client.HTTPSConnection, path: str) -> http.client.HTTPResponse:
+        try:
+            token = read_token(self.endpoint.token_file)
+        except (OSError, ValueError) as exc:
+            raise KubeApiError(f"token file {self.endpoint.token_file}: {_reason(exc)}") from None
+        headers = {
+            "Authorization": f"Bearer {token}",
+            "Accept": "application/json",
+            "User-Agent": "sglang-sentinel",
+        }
+        try:
+            conn.request("GET", path, headers=headers)
+            # stop() sets the flag, then shuts the socket down if there is one: checked after
+            # the socket exists, one of the two sees the other.
+            if self._stop.is_set():
+                conn.close()
+                raise KubeApiError("stopped")
+            response = conn.getresponse()
+        except (OSError, http.client.HTTPException) as exc:
+            conn.close()
+            raise KubeApiError(_reason(exc)) from None
+        if response.status != 200:
+            conn.close()
+            hint = (
+                " (the ClusterRole needs get, list, watch on pods)"
+                if response.status == 403
+                else ""
+            )
+            raise KubeApiError(f"HTTP {response.status} {response.reason}{hint}", response.status)
+        return response
+
+    def _list(self) -> str:
+        """Every pod of the node, replacing what was known; the list's resourceVersion."""
+        conn = self._connect(self._timeout)
+        try:
+            response = self._get(conn, self._query())
+            try:
+                doc = json.loads(response.read(64 << 20))
+            except (OSError, http.client.HTTPException, ValueError) as exc:
+                raise KubeApiError(f"pod list unreadable: {_reason(exc)}") from None
+        finally:
+            conn.close()
+        if not isinstance(doc, dict) or not isinstance(doc.get("items"), list):
+            raise KubeApiError("pod list unreadable: no items")
+        pods = {}
+        for item in doc["items"]:
+            key, labels = self._labels_of(item)
+            if key is not None:
+                pods[key] = labels
+        self._pods = pods
+        self.lists += 1
+        version = doc.get("metadata", {}).get("resourceVersion")
+        if not isinstance(version, str):
+            raise KubeApiError("pod list unreadable: no resourceVersion")
+        log.info("kubernetes_pods_listed", node=self.endpoint.node, pods=len(pods))
+        return version
+
+    def _watch(self, version: str) -> str:
+        """Changes from `version` on, until the server ends the watch; the last version seen."""
+        conn = self._connect(WATCH_SECONDS + self._timeout)
+        try:
+            query = self._query(
+                watch="true",
+                resourceVersion=version,
+                allowWatchBookmarks="true",
+                timeoutSeconds=str(WATCH_SECONDS),
+            )
+            response = self._get(conn, query)
+            while not self._stop.is_set():
+                try:
+                    line = response.readline(MAX_LINE_BYTES + 1)
+                except (OSError, http.client.HTTPException) as exc:
+                    raise KubeApiError(f"watch ended: {_reason(exc)}") from None
+                if not line:
+                    return version  # the server ended it (timeoutSeconds): resume
+                if len(line) > MAX_LINE_BYTES:
+                    raise KubeApiError("watch event too large")
+                version = self._event(line, version)
+            return version
+        finally:
+            conn.close()
+
+    def _event(self, line: bytes, version: str) -> str:
+        try:
+            event = json.loads(line)
+            kind, obj = event["type"], event["object"]
+        except (ValueError, KeyError, TypeError):
+            raise KubeApiError("watch event unreadable") from None
+        if kind == "ERROR":
+            code = obj.get("code") if isinstance(obj, dict) else None
+            raise KubeApiError(f"watch error {code}", code if isinstance(code, int) else None)
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        new_version = meta.get("resourceVersion") if isinstance(meta, dict) else None
+        if kind in ("ADDED", "MODIFIED", "DELETED"):
+            key, labels = self._labels_of(obj)
+            if key is not None:
+                pods = dict(self._pods)
+                if kind == "DELETED":
+                    pods.pop(key, None)
+                else:
+                    pods[key] = labels
+                self._pods = pods
+        return new_version if isinstance(new_version, str) else version
+
+    def _labels_of(self, pod: Any) -> tuple[str | None, dict[str, str]]:
+        meta = pod.get("metadata") if isinstance(pod, dict) else None
+        if not isinstance(meta, dict):
+            return None, {}
+        ns, name = meta.get("namespace"), meta.get("name")
+        if not isinstance(ns, str) or not isinstance(name, str):
+            return None, {}
+        given = meta.get("labels")
+        given = given if isinstance(given, dict) else {}
+        labels = {}
+        for key, prom in zip(self.keys, self.names, strict=True):
+            value = given.get(key)
+            labels[prom] = value[:MAX_VALUE_CHARS] if isinstance(value, str) else ""
+        return f"{ns}/{name}", labels
+
+
+def _reason(exc: BaseException) -> str:
+    """What went wrong, without anything a request carried."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return f"certificate verification failed: {exc.verify_message}"
+    text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"
+
+
+def pod_labels_of(config: KubernetesConfig, environ: Mapping[str, str]) -> PodLabels | None:
+    """The watcher `config` asks for, or None when it names no label (the API is not read)."""
+    if not config.labels:
+        return None
+    try:
+        endpoint = ApiEndpoint.in_cluster(
+            url=config.api_url,
+            node=config.node_name,
+            token_file=config.token_file,
+            ca_file=config.ca_file,
+            environ=environ,
+        )
+    except KubeApiError as exc:
+        raise ConfigError([str(exc)]) from None
+    return PodLabels(endpoint, config.labels)

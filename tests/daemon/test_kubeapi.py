@@ -1,0 +1,201 @@
+"""Pod labels from the Kubernetes API on sglang_sentinel_pod_info, against a stand-in API server
+over TLS (tests/support/kubeapi_standin.py): list then watch this node's pods, the token read at
+every connection and never logged, TLS verified with the configured CA."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kubeapi_standin import pod, serve
+from logfiles import PodDir, sglang_start
+from prometheus_client import generate_latest
+from sentinelproc import wait_until
+
+from sglang_sentinel.config import load_config
+from sglang_sentinel.config.schema import KubernetesConfig
+from sglang_sentinel.daemon import Daemon
+from sglang_sentinel.daemon.kubeapi import pod_labels_of
+from sglang_sentinel.errors import ConfigError
+
+UNIT = "k8s:llm/sglang/server"
+POD = "sglang-7d9f8b6c4d-x2kqz"
+TOKEN = "eyJhbGciOiJSUzI1NiJ9.k8s2-test-token-never-logged"
+KEYS = ["app", "model", "leaderworkerset.sigs.k8s.io/worker-index"]
+
+
+def daemon_of(tmp_path: Path, port: int, ca: Path, **extra: object) -> Daemon:
+    pods = tmp_path / "pods"
+    d = PodDir(pods, "llm", POD, "uid-1")
+    sglang_start(lambda t: d.line("server", 0, t), "2026-01-01", 48)
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    config = load_config(
+        overrides={
+            "units": [],
+            "kubernetes.pods": ["llm/sglang/server"],
+            "kubernetes.pod_logs": str(pods),
+            "kubernetes.labels": KEYS,
+            "kubernetes.api_url": f"https://127.0.0.1:{port}",
+            "kubernetes.node_name": "node-a",
+            "kubernetes.token_file": str(tmp_path / "token"),
+            "kubernetes.ca_file": str(ca),
+            "state_dir": str(tmp_path / "state"),
+            **extra,
+        },
+        environ={},
+    )
+    daemon = Daemon.from_config(config)
+    daemon.source.open(follow=False)
+    daemon.pipeline.resume(from_boot_start=False)
+    daemon._drain()
+    return daemon
+
+
+def pod_info(daemon: Daemon) -> list[str]:
+    page = generate_latest(daemon.registry).decode()
+    return [line for line in page.splitlines() if line.startswith("sglang_sentinel_pod_info{")]
+
+
+def series(app: str, model: str, worker: str = "") -> str:
+    return (
+        f'sglang_sentinel_pod_info{{k8s_pod="{POD}",label_app="{app}",'
+        f'label_leaderworkerset_sigs_k8s_io_worker_index="{worker}",label_model="{model}",'
+        f'unit="{UNIT}"}} 1.0'
+    )
+
+
+def test_labels_are_listed_then_watched_with_the_token_over_verified_tls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with serve(tmp_path) as (api, ca):
+        api.pods = [
+            pod("llm", POD, {"app": "sglang", "model": "qwen", "pod-template-hash": "7d9f8b6c4d"}),
+            pod("other", "db-0", {"app": "postgres"}),
+        ]
+        daemon = daemon_of(tmp_path, api.port, ca)
+        labels = daemon.pod_labels
+        assert labels is not None
+        try:
+            # Nothing from the API yet: every configured label there, empty.
+            assert pod_info(daemon) == [series("", "")]
+            labels.start()
+            wait_until(lambda: labels.lists >= 1, 15, "the pod list")
+            assert pod_info(daemon) == [series("sglang", "qwen")]
+            # A change comes through the watch, from the list's resourceVersion on.
+            changed = pod("llm", POD, {"app": "sglang", "model": "qwen3", "worker": "x"}, "101")
+            changed["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/worker-index"] = "0"
+            api.push("MODIFIED", changed)
+            wait_until(
+                lambda: pod_info(daemon) == [series("sglang", "qwen3", "0")], 15, "the change"
+            )
+            # The version expired (410): listed again, with the token as the file has it now.
+            (tmp_path / "token").write_text("rotated-token\n")
+            api.pods = [pod("llm", POD, {"app": "sglang", "model": "qwen4"}, "200")]
+            api.push("ERROR", {"kind": "Status", "code": 410})
+            wait_until(lambda: labels.lists >= 2, 15, "the list after 410 Gone")
+            assert pod_info(daemon) == [series("sglang", "qwen4")]
+        finally:
+            labels.stop()
+            daemon.source.close()
+            daemon.store.close()
+        assert labels._thread is not None and not labels._thread.is_alive()
+        seen = api.seen()
+    node = {"fieldSelector": "spec.nodeName=node-a"}
+    watch = {"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": "300"}
+    assert [(r.path, r.query) for r in seen[:3]] == [
+        ("/api/v1/pods", node),
+        ("/api/v1/pods", {**node, **watch, "resourceVersion": "100"}),
+        ("/api/v1/pods", node),
+    ]
+    assert [r.authorization for r in seen[:3]] == [
+        f"Bearer {TOKEN}",
+        f"Bearer {TOKEN}",
+        "Bearer rotated-token",
+    ]
+    out = capsys.readouterr()
+    assert "kubernetes_pods_listed" in out.out + out.err
+    assert TOKEN not in out.out + out.err and "rotated-token" not in out.out + out.err
+
+
+def test_a_forbidden_list_is_logged_with_the_hint_and_without_the_token(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with serve(tmp_path) as (api, ca):
+        api.status = 403
+        daemon = daemon_of(tmp_path, api.port, ca)
+        labels = daemon.pod_labels
+        assert labels is not None
+        try:
+            labels.start()
+            wait_until(lambda: labels.failures >= 1, 15, "the refused list")
+            assert pod_info(daemon) == [series("", "")]
+        finally:
+            labels.stop()
+            daemon.source.close()
+            daemon.store.close()
+    text = capsys.readouterr()
+    (line,) = [ln for ln in (text.out + text.err).splitlines() if "kubernetes_api_failed" in ln]
+    assert "HTTP 403 Forbidden (the ClusterRole needs get, list, watch on pods)" in line
+    assert TOKEN not in text.out + text.err
+
+
+def test_an_api_server_the_ca_does_not_vouch_for_gets_no_token(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kubeapi_standin import make_ca
+
+    (tmp_path / "other").mkdir()
+    other_ca, _key = make_ca(tmp_path / "other", "other-ca")
+    with serve(tmp_path) as (api, _ca):
+        daemon = daemon_of(tmp_path, api.port, other_ca)
+        labels = daemon.pod_labels
+        assert labels is not None
+        try:
+            labels.start()
+            wait_until(lambda: labels.failures >= 1, 15, "the refused handshake")
+        finally:
+            labels.stop()
+            daemon.source.close()
+            daemon.store.close()
+        assert api.seen() == []  # no request, so no token, ever reached it
+    text = capsys.readouterr()
+    assert "certificate verification failed" in text.out + text.err
+
+
+def test_without_labels_the_api_is_not_read_and_in_a_pod_the_environment_says_where() -> None:
+    assert pod_labels_of(KubernetesConfig(), {}) is None
+    config = KubernetesConfig(labels=("app",))
+    with pytest.raises(ConfigError, match="KUBERNETES_SERVICE_HOST"):
+        pod_labels_of(config, {"NODE_NAME": "node-a"})
+    with pytest.raises(ConfigError, match="NODE_NAME"):
+        pod_labels_of(config, {"KUBERNETES_SERVICE_HOST": "10.96.0.1"})
+    watcher = pod_labels_of(
+        config, {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443",
+                 "NODE_NAME": "node-a"}
+    )  # fmt: skip
+    assert watcher is not None
+    e = watcher.endpoint
+    assert (e.host, e.port, e.node, str(e.token_file)) == (
+        "10.96.0.1",
+        443,
+        "node-a",
+        "/var/run/secrets/kubernetes.io/serviceaccount/token",
+    )
+    assert watcher.names == ("label_app",)
+
+
+def test_the_config_checks_label_keys_the_api_url_and_the_node() -> None:
+    overrides = {
+        "kubernetes.labels": ["a.b", "-x", "a_b"],
+        "kubernetes.api_url": "http://10.0.0.1",
+        "kubernetes.node_name": "Node_A",
+    }
+    with pytest.raises(ConfigError) as caught:
+        load_config(overrides=overrides, environ={})
+    assert caught.value.problems == [
+        "command line: kubernetes.labels[1]: not a Kubernetes label key: '-x' (e.g. app, "
+        "leaderworkerset.sigs.k8s.io/worker-index)",
+        "command line: kubernetes.labels: 'a.b' and 'a_b' both make the label label_a_b",
+        "command line: kubernetes.api_url: expected https://HOST[:PORT], got 'http://10.0.0.1'",
+        "command line: kubernetes.node_name: not a node name: 'Node_A'",
+    ]
