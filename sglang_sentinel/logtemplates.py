@@ -69,6 +69,11 @@ def template_of(body: str) -> str:
     return _SPACES.sub(" ", text).strip()
 
 
+# The kinds of a template (startups/ledger.py): a line with a downgrade word, any other line.
+DOWNGRADE: Final = "downgrade"
+OTHER: Final = "other"
+
+
 @dataclass(frozen=True, slots=True)
 class LogLine:
     """One template of a diff: its example line, how many ranks printed it, the rules that
@@ -79,7 +84,7 @@ class LogLine:
     ranks: int
     rules: tuple[str, ...] = ()
     facts: tuple[str, ...] = ()
-    kind: str = "downgrade"
+    kind: str = DOWNGRADE
 
     def to_json(self) -> dict[str, Any]:
         """The JSON contract's form (`log_diff.new[]` / `log_diff.gone[]`)."""
@@ -93,14 +98,20 @@ class LogLine:
 
 @dataclass(frozen=True, slots=True)
 class LogDiff:
-    """The downgrade templates a startup printed and its baseline did not (new), and back
-    (gone: information only, a fallback that went away); `version_changed` says once that the
-    two ran other SGLang versions, whose rewordings show as a new and a gone template."""
+    """The templates a startup printed and its baseline did not (new), and back (gone:
+    information only, a fallback that went away), downgrade and other ones (`LogLine.kind`);
+    `version_changed` says once that the two ran other SGLang versions, whose rewordings show
+    as a new and a gone template."""
 
     new: tuple[LogLine, ...]
     gone: tuple[LogLine, ...]
     accepted: int = 0  # new templates policy.accepted_messages silenced
     version_changed: str | None = None
+
+    @property
+    def new_downgrades(self) -> tuple[LogLine, ...]:
+        """The new templates of kind downgrade: what the finding, metric and alert count."""
+        return tuple(line for line in self.new if line.kind == DOWNGRADE)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -110,12 +121,16 @@ class LogDiff:
         }
 
 
-def _lines(doc: Mapping[str, Any]) -> dict[str, LogLine]:
-    """template -> line of a stored ledger; one stored under another mask version is re-masked
-    from its examples (redacted text masks to the same template as the line it came from)."""
+def _lines(doc: Mapping[str, Any], other: bool) -> dict[str, LogLine]:
+    """template -> line of a stored ledger (the other kind too when `other`); one stored under
+    another mask version is re-masked from its examples (redacted text masks to the same
+    template as the line it came from)."""
     same = doc.get("mask_version") == MASK_VERSION
     out: dict[str, LogLine] = {}
     for item in doc.get("templates", ()):
+        kind = OTHER if item.get("kind") == OTHER else DOWNGRADE
+        if kind == OTHER and not other:
+            continue
         example = str(item.get("example", ""))
         template = str(item["template"]) if same else template_of(example)
         if template not in out:
@@ -125,6 +140,7 @@ def _lines(doc: Mapping[str, Any]) -> dict[str, LogLine]:
                 len(item.get("ranks", ())),
                 tuple(item.get("rules", ())),
                 tuple(item.get("facts", ())),
+                kind,
             )
     return out
 
@@ -138,7 +154,10 @@ def log_diff(
     ledger (no baseline, or one recorded by a release before the ledger: no false alarm)."""
     if baseline is None or baseline is record or record.ledger is None or baseline.ledger is None:
         return None
-    now, before = _lines(record.ledger), _lines(baseline.ledger)
+    # The other kind only when both ledgers hold it: a baseline recorded by a release that kept
+    # downgrade lines only has no other lines to compare with, which is no news.
+    other = "other" in record.ledger and "other" in baseline.ledger
+    now, before = _lines(record.ledger, other), _lines(baseline.ledger, other)
     new: list[LogLine] = []
     silenced = 0
     for template, line in now.items():
@@ -148,10 +167,14 @@ def log_diff(
             silenced += 1
             continue
         new.append(line)
+    # Gone only from a startup that became ready: one that failed ended its window early, so
+    # what it did not print says nothing (a crash loop would list the whole startup as gone).
     gone = tuple(
         line
         for template, line in before.items()
-        if template not in now and not _reworded(line, baseline, record)
+        if template not in now
+        and record.outcome == "ready"
+        and not _reworded(line, baseline, record)
     )
     return LogDiff(tuple(new), gone, silenced, version_change(record, baseline))
 
@@ -185,7 +208,9 @@ def _reworded(line: LogLine, record: StartupRecord, other: StartupRecord) -> boo
 
 __all__ = [
     "BODY_CHARS",
+    "DOWNGRADE",
     "MASK_VERSION",
+    "OTHER",
     "LogDiff",
     "LogLine",
     "log_diff",

@@ -101,18 +101,19 @@ def ledger_finding(
     diff: LogDiff | None, findings: Sequence[Finding], policy: _Policy
 ) -> Finding | None:
     """One finding for the new downgrade templates, or None."""
-    if diff is None or not diff.new or not policy.enabled(LEDGER_CHECK):
+    new = diff.new_downgrades if diff is not None else ()
+    if diff is None or not new or not policy.enabled(LEDGER_CHECK):
         return None
-    judged = [judged_by(line, findings) for line in diff.new]
+    judged = [judged_by(line, findings) for line in new]
     evidence = []
-    for line, check in zip(diff.new, judged, strict=True):
+    for line, check in zip(new, judged, strict=True):
         where = f"on {line.ranks} ranks" if line.ranks > 1 else "on 1 rank"
         also = f"; already judged by {check}" if check else ""
         evidence.append(note(f"new in this startup's log ({where}{also}): {line.example}"))
     severity: Severity = "info" if all(judged) else policy.severity(LEDGER_CHECK)
-    shown = "; ".join(line.example for line in diff.new[:_SHOWN])
-    more = f" (+{len(diff.new) - _SHOWN} more)" if len(diff.new) > _SHOWN else ""
-    count = len(diff.new)
+    shown = "; ".join(line.example for line in new[:_SHOWN])
+    more = f" (+{len(new) - _SHOWN} more)" if len(new) > _SHOWN else ""
+    count = len(new)
     # Said once: a new release rewords messages, so some new templates are old ones reworded.
     upgrade = " (the SGLang version changed)" if diff.version_changed else ""
     if diff.version_changed:
@@ -121,7 +122,7 @@ def ledger_finding(
         check=LEDGER_CHECK,
         severity=severity,
         baseline=None,
-        current=tuple(line.template for line in diff.new),
+        current=tuple(line.template for line in new),
         message=(
             f"{count} downgrade message{'s' if count > 1 else ''} the baseline never "
             f"printed{upgrade}: {shown}{more}"

@@ -141,7 +141,8 @@ class SentinelCollector(Collector):
                     regression.add_metric([unit, check, tier], 1.0 if tier in reached else 0.0)
             has_baseline.add_metric([unit], 1.0 if c.baseline is not None else 0.0)
             if c.log_diff is not None:
-                new_downgrades.add_metric([unit], float(len(c.log_diff["new"])))
+                downgrades = [n for n in c.log_diff["new"] if n.get("kind") == "downgrade"]
+                new_downgrades.add_metric([unit], float(len(downgrades)))
             server_info.add_metric(
                 [
                     unit,

@@ -277,8 +277,9 @@ def _evidence(c: Comparison) -> str:
 
 
 def _log_diff(c: Comparison) -> str:
-    """The downgrade ledger's block: lines new in this startup's log, and those of the
-    baseline's gone (information: a fallback that went away), each with its example."""
+    """The downgrade ledger's blocks: downgrade lines new in this startup's log, other new
+    lines, and the baseline's lines gone (information: a fallback that went away), each with
+    its example."""
     diff = c.log_diff
     if not diff or not (diff["new"] or diff["gone"]):
         return ""
@@ -286,16 +287,21 @@ def _log_diff(c: Comparison) -> str:
     version = diff.get("version_changed")
     if version:
         parts.append(f'<p class="log-version">{_e(_clip(str(version)))}</p>')
-    for title, key, css in (
-        ("New in this startup's log", "new", "log-new"),
-        ("Gone since the baseline (information)", "gone", "log-gone"),
+    new = [line for line in diff["new"] if line.get("kind") != "other"]
+    other = [line for line in diff["new"] if line.get("kind") == "other"]
+    # Gone downgrade lines before gone other ones: the fallbacks that went away first.
+    gone = sorted(diff["gone"], key=lambda line: line.get("kind") == "other")
+    for title, lines, css in (
+        ("New in this startup's log", new, "log-new"),
+        ("Other lines new in this startup's log (information)", other, "log-other"),
+        ("Gone since the baseline (information)", gone, "log-gone"),
     ):
-        lines = diff[key]
         if not lines:
             continue
         rows = "".join(
             f"<li><code>{_e(_clip(str(line['example'])))}</code> "
-            f"<em>({int(line['ranks'])} rank{'s' if line['ranks'] != 1 else ''})</em></li>"
+            f"<em>({'other, ' if css == 'log-gone' and line.get('kind') == 'other' else ''}"
+            f"{int(line['ranks'])} rank{'s' if line['ranks'] != 1 else ''})</em></li>"
             for line in lines[:MAX_EVIDENCE]
         )
         if len(lines) > MAX_EVIDENCE:

@@ -10,7 +10,7 @@ from typing import Any
 from ..compare import LEDGER_CHECK, describe, phase_durations
 from ..evidence import render_evidence
 from ..facts import STARTUP_FACTS, report_facts
-from ..logtemplates import LogDiff
+from ..logtemplates import OTHER, LogDiff
 from ..model import SEVERITY_ORDER, Comparison, Evidence, Finding, StartupRecord
 from ..state import plain
 from .wording import outcome
@@ -260,10 +260,11 @@ def render_diff(a: StartupRecord, b: StartupRecord, evidence: Sequence[Evidence]
 
 
 def render_log_diff(a: StartupRecord, b: StartupRecord, diff: LogDiff | None) -> str:
-    """`sentinel diff --log`: B's downgrade messages that A never printed, and those gone."""
+    """`sentinel diff --log`: B's startup lines that A never printed, and those gone, the
+    downgrade messages first."""
     lines = [
         f"{a.unit}: {a.invocation_id[:8]} ({local_time(a.started_at)}) → "
-        f"{b.invocation_id[:8]} ({local_time(b.started_at)}), downgrade messages"
+        f"{b.invocation_id[:8]} ({local_time(b.started_at)}), startup log lines"
     ]
     if diff is None:
         missing = a if a.ledger is None else b
@@ -275,12 +276,14 @@ def render_log_diff(a: StartupRecord, b: StartupRecord, diff: LogDiff | None) ->
     if diff.version_changed:
         lines.append(f"  {diff.version_changed}")
     for sign, entries in (("new ", diff.new), ("gone", diff.gone)):
-        for line in entries:
+        # Downgrade lines first; another line is marked `(other)`: information only.
+        for line in sorted(entries, key=lambda e: e.kind == OTHER):
             ranks = f"{line.ranks} rank{'s' if line.ranks != 1 else ''}"
-            lines.append(f"  {sign}  {line.template}")
+            kind = "(other) " if line.kind == OTHER else ""
+            lines.append(f"  {sign}  {kind}{line.template}")
             lines.append(f"        e.g. {line.example}  ({ranks})")
     if not diff.new and not diff.gone:
-        lines.append("  the same downgrade messages")
+        lines.append("  the same startup log lines")
     if diff.accepted:
         lines.append(f"  accepted (policy accepted_messages): {diff.accepted} new not shown")
     return "\n".join(lines)

@@ -2,16 +2,19 @@
 
 tracker.py         StartupTracker  invocation attribution, late lines, split server_args, resumable
 decode_samples.py  DecodeState     a startup's clean decode intervals, bounded per bucket
-ledger.py          LogLedger       the downgrade ledger: a startup's downgrade lines as masked
-                                   templates (the mask and the diff: logtemplates.py)
+ledger.py          LogLedger       the downgrade ledger: a startup's window lines as masked
+                                   templates, downgrade and other (mask, diff: logtemplates.py)
 """
 
-from .ledger import TEMPLATES_KEPT, LogLedger, Vocabulary
+from .ledger import OTHER_CHARS, OTHER_KEPT, OTHER_LINES, TEMPLATES_KEPT, LogLedger, Vocabulary
 from .tracker import CLOSED_KEPT, LIST_KEPT, StartupTracker
 
 __all__ = [
     "CLOSED_KEPT",
     "LIST_KEPT",
+    "OTHER_CHARS",
+    "OTHER_KEPT",
+    "OTHER_LINES",
     "TEMPLATES_KEPT",
     "LogLedger",
     "StartupTracker",

@@ -1,15 +1,22 @@
-"""The downgrade ledger: every downgrade line of a startup as a template.
+"""The startup ledger: every line of a startup's window as a template, downgrades apart.
 
 SGLang says what it turns off or falls back from in fixed f-strings ("X is disabled because
 ...", "falling back to ...", "Performance might be sub-optimal!"), a few hundred of them per
 release, far more than rules name. The startup tracker hands every line of the startup window
-(start to ready or failure) that has a word of the rule pack's `downgrade_words` to a
-`LogLedger`, which masks it to a template (`template_of`: numbers, sizes, hex ids, UUIDs, IPs,
-paths, URLs, quoted values and lists masked, so another pid, figure or list length is the
-same template, while another reason is another one) and keeps one redacted example line and
-the ranks that printed it. `log_diff` (logtemplates.py, with the mask) compares a startup's templates with its baseline's:
-templates the baseline never printed are new, and the `new_downgrade_message` check reports
-them.
+(start to ready or failure; not batch lines, and not `server_args`, access lines or tqdm bars,
+`_NOT_MESSAGES`) to a `LogLedger`, which masks it to a template (`template_of`: numbers, sizes,
+hex ids, UUIDs, IPs, paths, URLs, quoted values and lists masked, so another pid, figure or
+list length is the same template, while another reason is another one) and keeps one redacted
+example line and the ranks that printed it. A line with a word of the rule pack's
+`downgrade_words` is of kind `downgrade`; any other is `other` (warnings, errors and the rest
+of the startup's shape). `log_diff` (logtemplates.py, with the mask) compares a startup's
+templates with its baseline's: templates the baseline never printed are new, and the
+`new_downgrade_message` check reports the new downgrade ones; the rest is information.
+
+Bounds per startup: TEMPLATES_KEPT downgrade and OTHER_KEPT other templates, OTHER_LINES
+other lines and OTHER_CHARS of their characters masked at most (a startup that never becomes
+ready, or one whose ready line no rule knows, must not mask every line of its life: 1,000
+lines cost 0.1-0.5 s), RANKS_KEPT ranks per template, EXAMPLE_CHARS of each example.
 
 The mask is deterministic and versioned (`MASK_VERSION`): a baseline stored under another
 version is re-masked from its examples, never compared template for template.
@@ -22,21 +29,38 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ..logtemplates import MASK_VERSION, template_of
+from ..logtemplates import BODY_CHARS, DOWNGRADE, MASK_VERSION, OTHER, template_of
 from ..model import Rank, RuleMatch
 from ..redact import scrub_text
 from ..rules import split_prefix
 
 # Bounds per startup: distinct templates kept (a line of a further one is counted in
-# `dropped`), ranks remembered per template, characters of a line body masked and of the
-# example kept.
+# `dropped`, or `other_dropped`, as is an other line past the budgets), ranks remembered per
+# template, characters of the example kept.
 TEMPLATES_KEPT: Final = 64
-RANKS_KEPT: Final = 1024
+OTHER_KEPT: Final = 128
+OTHER_LINES: Final = 1_000
+OTHER_CHARS: Final = 400_000  # each line counted up to the characters it is redacted in
+RANKS_KEPT: Final = 256  # one host's ranks: 8-16 GPUs, each up to one DP, TP and EP label
 EXAMPLE_CHARS: Final = 400
 
-# Lines that have a downgrade word but are not a message about one: the resolved settings
-# (their own diff reads them), uvicorn access lines and tqdm bars.
-_NOT_MESSAGES: Final = ("server_args=", "ServerArgs(", '" 200 ', "it/s]", "s/it]")
+# A long line is redacted in its first _SCRUB_CHARS, of which the last _SECRET_CHARS (longer
+# than any secret the redactor knows: tokens, keys, a JWT) are dropped (`_scrubbed`).
+_SECRET_CHARS: Final = BODY_CHARS
+_SCRUB_CHARS: Final = BODY_CHARS + _SECRET_CHARS
+# Startup-window lines that are not a message of the startup: the resolved settings (their
+# own diff reads them), batch lines in a layout no batch rule knows (the known ones never
+# reach the ledger), uvicorn access lines (a warm-up or health request) and tqdm bars.
+_NOT_MESSAGES: Final = (
+    "server_args=",
+    "ServerArgs(",
+    "Decode batch",
+    "Prefill batch",
+    '" 200 ',
+    ' HTTP/1.1" ',
+    "it/s]",
+    "s/it]",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,43 +104,84 @@ def rank_label(rank: Rank) -> str:
     return " ".join(parts) or "main"
 
 
+def _scrubbed(body: str) -> str:
+    """The body redacted, before anything else (the template is shown too), and cut: only its
+    first BODY_CHARS are masked. A long body is redacted in its first _SCRUB_CHARS only (a
+    48 KiB line costs 12 ms to scrub whole, 1 ms so) and the last _SECRET_CHARS of that are
+    dropped, so a secret the cut split in two, which might no longer look like one, is never
+    kept; the whole body is redacted when redaction left too little before them."""
+    if len(body) <= _SCRUB_CHARS:
+        return scrub_text(body)
+    head = scrub_text(body[:_SCRUB_CHARS])
+    if len(head) - _SECRET_CHARS >= BODY_CHARS:
+        return head[: len(head) - _SECRET_CHARS]
+    return scrub_text(body)
+
+
 @dataclass(slots=True)
 class _Entry:
     example: str
     ranks: set[str]
     rules: list[str]  # the rules that matched the line
     facts: list[str]  # the facts they named
+    kind: str = DOWNGRADE
 
 
 @dataclass(slots=True)
 class LogLedger:
-    """The downgrade templates of one startup while it is built; `recorded` is False for a
-    startup whose state an older release saved (its ledger is unknown, never empty)."""
+    """The templates of one startup while it is built; `recorded` is False for a startup whose
+    state an older release saved (its ledger is unknown, never empty), `other` False for a
+    ledger of downgrade lines only (recorded by a release before the other kind)."""
 
     entries: dict[str, _Entry] = field(default_factory=dict)
     dropped: int = 0
     recorded: bool = True
+    other: bool = True
+    other_kept: int = 0  # entries of kind other
+    other_lines: int = 0  # other lines offered
+    other_chars: int = 0  # and their characters, each up to _SCRUB_CHARS
+    other_dropped: int = 0
 
-    def offer(self, message: str, matches: Iterable[RuleMatch] = ()) -> bool:
-        """Add one startup-window line (the whole message, prefix and all) that has a word,
-        with the rules that matched it; True when the ledger changed."""
+    def takes_other(self) -> bool:
+        """Whether a line without a downgrade word is still worth masking (the cheap test)."""
+        return (
+            self.recorded
+            and self.other
+            and self.other_lines < OTHER_LINES
+            and self.other_chars < OTHER_CHARS
+        )
+
+    def offer(self, message: str, matches: Iterable[RuleMatch] = (), kind: str = DOWNGRADE) -> bool:
+        """Add one startup-window line (the whole message, prefix and all) of this kind (a
+        downgrade word or not), with the rules that matched it; True when the ledger changed."""
         if not self.recorded or any(marker in message for marker in _NOT_MESSAGES):
             return False
+        if kind != DOWNGRADE:
+            if not self.other:
+                return False
+            self.other_lines += 1
+            self.other_chars += min(len(message), _SCRUB_CHARS)
+            if self.other_lines > OTHER_LINES or self.other_chars > OTHER_CHARS:
+                self.other_dropped += 1
+                return True
         body, rank = split_prefix(message)
-        # Redacted before anything else: the template is shown too, and a secret cut in two
-        # by a length bound might no longer look like one.
-        body = scrub_text(body)
+        body = _scrubbed(body)
         template = template_of(body)
         if not template:
             return False
         changed = False
         entry = self.entries.get(template)
         if entry is None:
-            if len(self.entries) >= TEMPLATES_KEPT:
+            if kind == DOWNGRADE and len(self.entries) - self.other_kept >= TEMPLATES_KEPT:
                 self.dropped += 1
                 return True
+            if kind != DOWNGRADE and self.other_kept >= OTHER_KEPT:
+                self.other_dropped += 1
+                return True
             example = body[:EXAMPLE_CHARS].rstrip()
-            entry = self.entries[template] = _Entry(example, set(), [], [])
+            entry = self.entries[template] = _Entry(example, set(), [], [], kind)
+            if kind != DOWNGRADE:
+                self.other_kept += 1
             changed = True
         label = rank_label(rank)
         if label not in entry.ranks and len(entry.ranks) < RANKS_KEPT:
@@ -133,7 +198,7 @@ class LogLedger:
         """The ledger as the record stores it (None when not recorded)."""
         if not self.recorded:
             return None
-        return {
+        doc: dict[str, Any] = {
             "mask_version": MASK_VERSION,
             "templates": [
                 {
@@ -142,30 +207,51 @@ class LogLedger:
                     "ranks": sorted(e.ranks),
                     "rules": list(e.rules),
                     "facts": list(e.facts),
+                    "kind": e.kind,
                 }
                 for template, e in self.entries.items()
             ],
             "dropped": self.dropped,
         }
+        if self.other:
+            doc["other"] = {
+                "lines": self.other_lines,
+                "chars": self.other_chars,
+                "dropped": self.other_dropped,
+            }
+        return doc
 
     @classmethod
     def from_doc(cls, doc: Any) -> LogLedger:
-        """A ledger from `to_doc`; None (state saved by an older release) is not recorded."""
+        """A ledger from `to_doc`; None (state saved by an older release) is not recorded, and
+        one without `other` (a release before that kind) takes downgrade lines only."""
         if not isinstance(doc, Mapping):
             return cls(recorded=False)
-        ledger = cls(dropped=int(doc.get("dropped", 0)))
+        other = doc.get("other")
+        ledger = cls(dropped=int(doc.get("dropped", 0)), other=isinstance(other, Mapping))
+        if isinstance(other, Mapping):
+            ledger.other_lines = int(other.get("lines", 0))
+            ledger.other_chars = int(other.get("chars", 0))
+            ledger.other_dropped = int(other.get("dropped", 0))
         for item in doc.get("templates", ()):
+            kind = OTHER if item.get("kind") == OTHER else DOWNGRADE
             ledger.entries[str(item["template"])] = _Entry(
                 str(item["example"]),
                 set(map(str, item["ranks"])),
                 list(map(str, item.get("rules", ()))),
                 list(map(str, item.get("facts", ()))),
+                kind,
             )
+            ledger.other_kept += kind == OTHER
         return ledger
 
 
 __all__ = [
     "EXAMPLE_CHARS",
+    "OTHER_CHARS",
+    "OTHER_KEPT",
+    "OTHER_LINES",
+    "RANKS_KEPT",
     "TEMPLATES_KEPT",
     "LogLedger",
     "Vocabulary",

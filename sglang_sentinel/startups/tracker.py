@@ -18,6 +18,7 @@ from typing import Any
 from ..fact_ranges import sane_facts
 from ..facts import FROM_SETTINGS, RUNTIME_FACTS, STARTUP_FACTS
 from ..logs import Logger
+from ..logtemplates import DOWNGRADE, OTHER
 from ..model import (
     UNIT_FAILED,
     UNIT_PROCESS_EXIT,
@@ -152,7 +153,7 @@ class _Builder:
     deferred: dict[BatchMatch, bytes] = field(default_factory=dict)
     # Decode intervals at like load and startup phase marks (decode_samples.py).
     decode: DecodeState = field(default_factory=DecodeState)
-    # The startup window's downgrade lines as templates (ledger.py).
+    # The startup window's lines as templates, downgrade and other (ledger.py).
     ledger: LogLedger = field(default_factory=LogLedger)
     # The last full snapshot(): a change that only batch lines made (rule_hits, decode) is
     # stored as this with those two fields replaced (`StartupTracker.saved_form`), without
@@ -482,6 +483,7 @@ class StartupTracker:
         run_lines = 0
         # The ledger's cheap test (a downgrade word in the raw line), for startup-window lines.
         downgrade = self.vocabulary().raw_search
+        ledger_raw = self._ledger_raw
         for item in items:
             n += 1
             try:
@@ -491,13 +493,8 @@ class StartupTracker:
                     shape = raw.translate(mask) if known_get else b""
                     verdict: Any = known_get(shape, _MISS) if known_get else _MISS
                     if verdict is None:  # no rule matches a line of this shape
-                        if (
-                            downgrade is not None
-                            and b.ready_at is None
-                            and b.failure_reason is None
-                            and downgrade(raw)
-                        ):
-                            self._ledger(b, clean_message(raw), ())
+                        if b.ready_at is None and b.failure_reason is None:
+                            ledger_raw(b, raw, (), downgrade)
                         continue
                     if verdict.__class__ is not BatchMatch:
                         try:
@@ -530,13 +527,8 @@ class StartupTracker:
                         deferred[verdict] = raw
                         run_lines += 1
                         continue
-                    if (
-                        downgrade is not None
-                        and b.ready_at is None
-                        and b.failure_reason is None
-                        and downgrade(raw)
-                    ):
-                        self._ledger(b, clean_message(raw), verdict)
+                    if b.ready_at is None and b.failure_reason is None:
+                        ledger_raw(b, raw, verdict, downgrade)
                     if not verdict:
                         continue
                     if run is not None:
@@ -675,9 +667,9 @@ class StartupTracker:
         except Exception as exc:
             raise _StageFault("rules") from exc
         if b.ready_at is None and b.failure_reason is None:
-            vocabulary = self.vocabulary()
-            if vocabulary.hits(entry.message):
-                self._ledger(b, entry.message, matches)
+            kind = DOWNGRADE if self.vocabulary().hits(entry.message) else OTHER
+            if kind is DOWNGRADE or b.ledger.takes_other():
+                self._ledger(b, entry.message, matches, kind)
         if not matches:
             return
         for m in matches:
@@ -694,9 +686,23 @@ class StartupTracker:
             self._vocabulary_of = rules
         return self._vocabulary
 
-    def _ledger(self, b: _Builder, message: str, matches: Sequence[RuleMatch]) -> None:
-        """A startup-window line with a downgrade word: into the startup's ledger."""
-        if b.ledger.offer(message, matches):
+    def _ledger_raw(
+        self,
+        b: _Builder,
+        raw: bytes,
+        matches: Sequence[RuleMatch],
+        downgrade: Callable[[bytes], object] | None,
+    ) -> None:
+        """A startup-window line (raw) into the startup's ledger: a downgrade line always, any
+        other while the ledger takes them (ledger.py bounds them)."""
+        if downgrade is not None and downgrade(raw):
+            self._ledger(b, clean_message(raw), matches, DOWNGRADE)
+        elif b.ledger.takes_other():
+            self._ledger(b, clean_message(raw), matches, OTHER)
+
+    def _ledger(self, b: _Builder, message: str, matches: Sequence[RuleMatch], kind: str) -> None:
+        """A startup-window line of this kind into the startup's ledger."""
+        if b.ledger.offer(message, matches, kind):
             self._dirty.add(b.invocation_id)
 
     def _changed(self, inv: str, matches: Sequence[RuleMatch]) -> None:

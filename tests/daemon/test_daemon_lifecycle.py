@@ -143,10 +143,12 @@ def test_watchdog_pings_arrive_within_half_the_watchdog_interval(
     tmp_path: Path,
     watchdog_pid: str,
 ) -> None:
-    """WATCHDOG_USEC=200000: WATCHDOG=1 keeps arriving, never more than 200 ms apart."""
+    """WATCHDOG_USEC=1000000: WATCHDOG=1 keeps arriving (every 0.5 s), never a whole interval
+    apart. (At 200 ms the test failed on a loaded 2-core machine, a 222 ms gap: half the
+    interval is the daemon's slack and the scheduler's, which a busy machine can take.)"""
     path = str(tmp_path / "notify.sock")
     sock = NotifySocket(path, path)
-    env = {"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "200000"}
+    env = {"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "1000000"}
     state = str(tmp_path / "s")
     try:
         if watchdog_pid == "child":
@@ -177,14 +179,14 @@ def test_watchdog_pings_arrive_within_half_the_watchdog_interval(
             sock.wait_for(lambda m: m == "READY=1", 15, "READY=1")
             first = len(sock.messages)
             sock.wait_for(lambda m: m == "WATCHDOG=1", 2, "a first WATCHDOG=1")
-            # Watch an idle daemon for 1.5 s: the loop must wake for the watchdog on its own.
-            deadline = time.monotonic() + 1.5
+            # Watch an idle daemon for 3 s: the loop must wake for the watchdog on its own.
+            deadline = time.monotonic() + 3.0
             while time.monotonic() < deadline:
                 sock._pump(deadline - time.monotonic())
             pings = [t for t, m in sock.messages[first:] if m == "WATCHDOG=1"]
             gaps = [b - a for a, b in itertools.pairwise(pings)]
-            assert len(pings) >= 7, f"{len(pings)} pings in ~1.5 s"
-            assert max(gaps) < 0.2, f"longest gap between pings {max(gaps):.3f}s"
+            assert len(pings) >= 5, f"{len(pings)} pings in ~3 s"
+            assert max(gaps) < 1.0, f"longest gap between pings {max(gaps):.3f}s"
         finally:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)

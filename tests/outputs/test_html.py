@@ -149,10 +149,16 @@ def test_new_log_lines_have_their_block_escaped() -> None:
     (escaped), and the version change said once above them."""
     base, now = record("a", 1_773_000_000.0), record("b", 1_773_100_000.0)
     diff = {
-        "new": [{"template": "x", "example": HOSTILE, "ranks": 4, "kind": "downgrade"}],
+        "new": [
+            {"template": "o", "example": "Loaded <it>", "ranks": 2, "kind": "other"},
+            {"template": "x", "example": HOSTILE, "ranks": 4, "kind": "downgrade"},
+        ],
         "gone": [
-            {"template": f"y{i}", "example": f"old <line> {i}", "ranks": 1, "kind": "downgrade"}
-            for i in range(12)
+            {"template": "z", "example": "other gone", "ranks": 1, "kind": "other"},
+            *(
+                {"template": f"y{i}", "example": f"old <line> {i}", "ranks": 1, "kind": "downgrade"}
+                for i in range(12)
+            ),
         ],
         "version_changed": "SGLang version changed (server_args fields: 3 added, 1 removed)",
     }
@@ -169,7 +175,22 @@ def test_new_log_lines_have_their_block_escaped() -> None:
     gone = gone[: gone.index("</ul>")]
     assert gone.count("<li>") == 11  # ten shown and the rest counted
     assert "<li><code>old &lt;line&gt; 0</code> <em>(1 rank)</em></li>" in gone
-    assert "<li><em>and 2 more (sentinel diff --log)</em></li>" in gone
+    assert "<li><em>and 3 more (sentinel diff --log)</em></li>" in gone
+    assert "other gone" not in gone  # downgrade lines first: the other one is past the ten
+    # Other new lines are information, in a block of their own after the downgrade ones.
+    assert (
+        "<h3>Other lines new in this startup's log (information)</h3>"
+        '<ul class="log-other"><li><code>Loaded &lt;it&gt;</code> <em>(2 ranks)</em></li></ul>'
+        "<h3>Gone since the baseline"
+    ) in html
+    assert html.index("&lt;script&gt;alert(1)") < html.index("Loaded &lt;it&gt;")
+    few = {**diff, "gone": diff["gone"][:2]}
+    html = page(
+        UnitStatus(
+            "sglang-a.service", Comparison(now, base, "pinned", (), log_diff=few), None, (), False
+        )
+    )
+    assert "<li><code>other gone</code> <em>(other, 1 rank)</em></li>" in html
     quiet = Comparison(now, base, "pinned", (), log_diff={"new": [], "gone": []})
     assert "New in this startup" not in page(
         UnitStatus("sglang-a.service", quiet, None, (base, now), False)
