@@ -6,10 +6,13 @@ where reading starts and whether they wait for more.
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
 import time
 import types
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .compare import Evaluate, Policy, decode_settings, evaluate, load_policy
@@ -49,7 +52,7 @@ def build_source(config: Config) -> Source:
     from .sources import CombinedSource, DockerLayout, FileSource, JournalSource, Layout, PodLayout
 
     layouts: list[Layout] = []
-    if config.containers and (config.docker_root / "containers").is_dir():
+    if config.containers and _has_containers_dir(config.docker_root):
         layouts.append(DockerLayout(config.docker_root, config.containers))
     if config.kubernetes.pods:
         selectors = [parse_selector(p) for p in config.kubernetes.pods]
@@ -70,6 +73,20 @@ def build_source(config: Config) -> Source:
         return files
     assert journal is not None  # the config names at least one target
     return journal
+
+
+def _has_containers_dir(docker_root: Path) -> bool:
+    """`docker_root/containers` is a directory, or this user may not even look (dockerd makes
+    its root 0710: the shipped unit's dynamic user cannot stat below it). Then the file source
+    is set up all the same and says at start that it cannot read it (`Path.is_dir()` raised
+    PermissionError here, and the daemon exited 3 on every Docker host that named a container)."""
+    try:
+        st = os.stat(docker_root / "containers")
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode)
 
 
 def source_key(config: Config) -> str:

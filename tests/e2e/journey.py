@@ -16,6 +16,7 @@ import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
+import dockerhost
 import readme_blocks
 from machine import Machine, MachineError
 from probes import (
@@ -550,6 +551,10 @@ WantedBy=multi-user.target
             s.detail = (
                 f"rebooted in {boot_s:.1f} s; the new boot's startup recorded once, none twice"
             )
+
+        # Docker's journald driver and the Docker-host drop-in, while the sentinel is installed.
+        if dockerhost.enabled():
+            dockerhost.run(self)
 
         with self.step("uninstall as the README says leaves nothing") as s:
             self.readme("uninstall")

@@ -30,6 +30,22 @@ HOST_CA_DIR = Path("/usr/local/share/ca-certificates")
 BASE_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 # nspawn's exit status when the container asked for a reboot.
 NSPAWN_REBOOT = 133
+# What dockerd's runc needs inside the container (tests/e2e/dockerhost.py), each found by its
+# error on a cgroup v1 (hybrid) host: the unified hierarchy (nspawn mounts v1 controllers
+# read-only: "mkdir /sys/fs/cgroup/cpuset/docker/...: read-only file system"); keyctl and
+# friends ("unable to join session keyring: operation not permitted") and bpf (the device
+# cgroup's program: "bpf_prog_query(BPF_CGROUP_DEVICE) failed") past nspawn's seccomp filter;
+# CAP_NET_ADMIN for a container's own network namespace ("failed to create default sandbox").
+# The container shares the host's network namespace, so CAP_NET_ADMIN reaches the host's
+# network too: dockerd runs with --bridge=none --iptables=false --ip6tables=false and changes
+# none of it; nothing else in the root configures networks. E2E_DOCKER=0 boots without these.
+_DOCKER = os.environ.get("E2E_DOCKER", "1") != "0"
+DOCKER_NSPAWN_ARGS: tuple[str, ...] = (
+    ("--system-call-filter=add_key keyctl request_key bpf", "--capability=CAP_NET_ADMIN")
+    if _DOCKER
+    else ()
+)
+DOCKER_NSPAWN_ENV: dict[str, str] = {"SYSTEMD_NSPAWN_UNIFIED_HIERARCHY": "1"} if _DOCKER else {}
 
 
 class MachineError(RuntimeError):
@@ -133,11 +149,15 @@ class Machine:
         if self.nspawn is not None and self.nspawn.poll() is None:
             raise MachineError(f"{self.name}: already booted")
         argv = ["systemd-nspawn", "-D", str(self.root), "-b", "--register=no", "--keep-unit"]
-        argv += ["--console=pipe"]
+        argv += ["--console=pipe", *DOCKER_NSPAWN_ARGS]
         out = self.log.open("ab")
         try:
             self.nspawn = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **DOCKER_NSPAWN_ENV},
             )
         finally:
             out.close()
