@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +32,16 @@ REPO = Path(__file__).resolve().parent.parent
 _JOURNALD_CONF = "[Journal]\nRateLimitIntervalSec=0\nRateLimitBurst=0\n"
 
 
-def writer(rate: int, seconds: float, count_file: Path) -> None:
-    """Log a startup, then `rate` steady-state lines per second for `seconds`; record the count."""
-    out = sys.stdout.buffer
+def write_paced(rate: int, seconds: float, emit: Callable[[list[str]], None]) -> tuple[int, float]:
+    """Emit a startup, then `rate` steady-state lines per second for `seconds`, in 10 ms slices.
+
+    Returns the lines emitted and when (time.monotonic()) the steady state began.
+    """
     version = generate.VERSIONS[1]
     now = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
-    lines = [generate._prefix(now, rank) + body for rank, body in generate.startup_lines(version)]
-    out.write(("\n".join(lines) + "\n").encode())
-    written = len(lines)
+    first = [generate._prefix(now, rank) + body for rank, body in generate.startup_lines(version)]
+    emit(first)
+    written = len(first)
     steady = generate.SteadyState(version.name, random.Random(7))
     started = time.monotonic()
     tick = 0.01  # write in 10 ms slices: smooth enough, and few syscalls
@@ -49,7 +52,7 @@ def writer(rate: int, seconds: float, count_file: Path) -> None:
         due = int(min(elapsed + tick, seconds) * rate)
         ts = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
         chunk = []
-        for i in range(due - (written - len(lines))):
+        for i in range(due - (written - len(first))):
             roll = i % 20
             if roll < 11:
                 chunk.append(f"[{ts} TP0] {steady.decode()[0]}")
@@ -58,10 +61,25 @@ def writer(rate: int, seconds: float, count_file: Path) -> None:
             else:
                 chunk.append(f"[{ts}] {steady.access()}")
         if chunk:
-            out.write(("\n".join(chunk) + "\n").encode())
-            out.flush()
+            emit(chunk)
             written += len(chunk)
         time.sleep(max(0.0, started + elapsed + tick - time.monotonic()))
+    return written, started
+
+
+def writer(rate: int, seconds: float, count_file: Path) -> None:
+    """Log a startup, then `rate` steady-state lines per second for `seconds`; record the count."""
+    out = sys.stdout.buffer
+    flush = False  # the startup stays buffered until the first steady slice, as it always did
+
+    def emit(texts: list[str]) -> None:
+        nonlocal flush
+        out.write(("\n".join(texts) + "\n").encode())
+        if flush:
+            out.flush()
+        flush = True
+
+    written, started = write_paced(rate, seconds, emit)
     out.flush()
     count_file.write_text(f"{written} {time.monotonic() - started:.3f}\n")
 
@@ -92,6 +110,80 @@ def _percentile(values: list[float], q: float) -> float | None:
         return None
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def wait_up(sentinel: subprocess.Popen[bytes], port: int, err_name: str) -> None:
+    """Until the sentinel's metrics answer (20 s at most, or until it exits)."""
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            _scrape(port)
+            break
+        except OSError:
+            if sentinel.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"sentinel run did not come up; see {err_name}") from None
+            time.sleep(0.05)
+
+
+def sample_lag(
+    writer_proc: subprocess.Popen[bytes], port: int, t0: float, seconds: float, rate: int
+) -> list[dict[str, Any]]:
+    """A scrape every 0.5 s while the writer runs: lag, backlog and entries read."""
+    samples: list[dict[str, Any]] = []
+    while writer_proc.poll() is None:
+        time.sleep(0.5)
+        now = time.time()
+        m = _scrape(port)
+        last = m.get("sglang_sentinel_journal_last_entry_timestamp_seconds")
+        read = m.get("sglang_sentinel_journal_entries_read_total", 0.0)
+        expected = min(now - t0, seconds) * rate
+        samples.append(
+            {
+                "t": round(now - t0, 3),
+                "lag_s": round(now - last, 4) if last else None,
+                "backlog_entries": round(max(0.0, expected - read)),
+                "read": read,
+            }
+        )
+    return samples
+
+
+def wait_read(port: int, written: int) -> float:
+    """Entries read once the sentinel has read `written` of them (or after 60 s)."""
+    deadline = time.monotonic() + 60
+    read = 0.0
+    while time.monotonic() < deadline:
+        read = _scrape(port).get("sglang_sentinel_journal_entries_read_total", 0.0)
+        if read >= written:
+            break
+        time.sleep(0.05)
+    return read
+
+
+def lag_stats(samples: list[dict[str, Any]]) -> dict[str, float | None]:
+    """p50, p95 and max of the lag while the writer ran at full rate.
+
+    The samples of the first 2 s are left out (the first second is the startup burst), unless
+    there are no others.
+    """
+    lags = [s["lag_s"] for s in samples if s["lag_s"] is not None]
+    steady = [s["lag_s"] for s in samples if s["lag_s"] is not None and s["t"] >= 2.0]
+    return {
+        "lag_p50_s": _percentile(steady or lags, 0.5),
+        "lag_p95_s": _percentile(steady or lags, 0.95),
+        "lag_max_s": max(steady or lags) if lags else None,
+    }
+
+
+def stop(proc: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM, then SIGKILL after 15 s."""
+    if proc is not None and proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def measure_live(rate: int, seconds: float, workdir: Path) -> dict[str, Any]:
@@ -130,15 +222,7 @@ def measure_live(rate: int, seconds: float, workdir: Path) -> dict[str, Any]:
             stdout=subprocess.DEVNULL,
             stderr=err,
         )
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                _scrape(port)
-                break
-            except OSError:
-                if sentinel.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"sentinel run did not come up; see {err.name}") from None
-                time.sleep(0.05)
+        wait_up(sentinel, port, err.name)
         count_file = workdir / "live-writer.count"
         count_file.unlink(missing_ok=True)
         cpu0 = proc_cpu_seconds(sentinel.pid) or 0.0
@@ -159,41 +243,17 @@ def measure_live(rate: int, seconds: float, workdir: Path) -> dict[str, Any]:
             invocation_id=secrets.token_hex(16),
             env=env,
         )
-        samples: list[dict[str, float]] = []
-        while writer_proc.poll() is None:
-            time.sleep(0.5)
-            now = time.time()
-            m = _scrape(port)
-            last = m.get("sglang_sentinel_journal_last_entry_timestamp_seconds")
-            read = m.get("sglang_sentinel_journal_entries_read_total", 0.0)
-            expected = min(now - t0, seconds) * rate
-            samples.append(
-                {
-                    "t": round(now - t0, 3),
-                    "lag_s": round(now - last, 4) if last else None,  # type: ignore[dict-item]
-                    "backlog_entries": round(max(0.0, expected - read)),
-                    "read": read,
-                }
-            )
+        samples = sample_lag(writer_proc, port, t0, seconds, rate)
         t_writer_done = time.time()
         cpu_during = (proc_cpu_seconds(sentinel.pid) or 0.0) - cpu0
         journald_cpu = (proc_cpu_seconds(daemon.pid) or 0.0) - jcpu0
         written_text = count_file.read_text().split() if count_file.exists() else ["0", "0"]
         written = int(written_text[0])
         # Catch-up: from the writer's end until the sentinel has read every line written.
-        deadline = time.monotonic() + 60
-        read = 0.0
-        while time.monotonic() < deadline:
-            read = _scrape(port).get("sglang_sentinel_journal_entries_read_total", 0.0)
-            if read >= written:
-                break
-            time.sleep(0.05)
+        read = wait_read(port, written)
         catch_up = time.time() - t_writer_done
         # And every line arrived (journald's rate limit is off; nothing may be dropped).
         in_journal = read_floor(str(daemon.journal_dir), live_unit)
-        lags = [s["lag_s"] for s in samples if s["lag_s"] is not None]
-        # Lag while the writer runs at full rate (the first second is the startup burst).
-        steady = [s["lag_s"] for s in samples if s["lag_s"] is not None and s["t"] >= 2.0]
         wall = t_writer_done - t0
         return {
             "rate_per_s": rate,
@@ -203,9 +263,7 @@ def measure_live(rate: int, seconds: float, workdir: Path) -> dict[str, Any]:
             "entries_in_journal": in_journal,
             "all_arrived": in_journal == written,
             "entries_read_by_sentinel": int(read),
-            "lag_p50_s": _percentile(steady or lags, 0.5),
-            "lag_p95_s": _percentile(steady or lags, 0.95),
-            "lag_max_s": max(steady or lags) if lags else None,
+            **lag_stats(samples),
             "catch_up_after_writer_s": round(catch_up, 3),
             "sentinel_cpu_s": round(cpu_during, 2),
             "sentinel_cpu_percent": round(100 * cpu_during / wall, 1) if wall else None,
@@ -213,13 +271,7 @@ def measure_live(rate: int, seconds: float, workdir: Path) -> dict[str, Any]:
             "samples": samples,
         }
     finally:
-        if sentinel is not None and sentinel.poll() is None:
-            sentinel.send_signal(signal.SIGTERM)
-            try:
-                sentinel.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                sentinel.kill()
-                sentinel.wait()
+        stop(sentinel)
         daemon.stop()
         conf.unlink(missing_ok=True)
 

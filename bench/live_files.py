@@ -17,16 +17,22 @@ from __future__ import annotations
 
 import json
 import os
-import random
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from . import generate
-from .live import _free_port, _percentile, _scrape, measure_live
+from .live import (
+    _free_port,
+    lag_stats,
+    measure_live,
+    sample_lag,
+    stop,
+    wait_read,
+    wait_up,
+    write_paced,
+)
 from .measure import proc_cpu_seconds
 
 CID = "f" * 64
@@ -74,33 +80,7 @@ def writer(rate: int, seconds: float, count_file: Path, log: Path, max_bytes: in
             rotations += 1
             out = open(log, "ab")  # noqa: SIM115
 
-    version = generate.VERSIONS[1]
-    now = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
-    first = [generate._prefix(now, rank) + body for rank, body in generate.startup_lines(version)]
-    write(first)
-    written = len(first)
-    steady = generate.SteadyState(version.name, random.Random(7))
-    started = time.monotonic()
-    tick = 0.01
-    while True:
-        elapsed = time.monotonic() - started
-        if elapsed >= seconds:
-            break
-        due = int(min(elapsed + tick, seconds) * rate)
-        ts = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
-        chunk = []
-        for i in range(due - (written - len(first))):
-            roll = i % 20
-            if roll < 11:
-                chunk.append(f"[{ts} TP0] {steady.decode()[0]}")
-            elif roll < 15:
-                chunk.append(f"[{ts} TP0] {steady.prefill()}")
-            else:
-                chunk.append(f"[{ts}] {steady.access()}")
-        if chunk:
-            write(chunk)
-            written += len(chunk)
-        time.sleep(max(0.0, started + elapsed + tick - time.monotonic()))
+    written, started = write_paced(rate, seconds, write)
     out.close()
     count_file.write_text(f"{written} {time.monotonic() - started:.3f} {rotations}\n")
 
@@ -138,51 +118,20 @@ def measure_live_files(
     )
     writer_proc: subprocess.Popen[bytes] | None = None
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                _scrape(port)
-                break
-            except OSError:
-                if sentinel.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"sentinel run did not come up; see {err.name}") from None
-                time.sleep(0.05)
+        wait_up(sentinel, port, err.name)
         count_file = workdir / "live-files-writer.count"
         count_file.unlink(missing_ok=True)
         cpu0 = proc_cpu_seconds(sentinel.pid) or 0.0
         t0 = time.time()
         argv = [sys.executable, "-m", "bench.live_files", "writer", str(rate), str(seconds)]
         writer_proc = subprocess.Popen([*argv, str(count_file), str(log), str(max_bytes)])
-        samples: list[dict[str, Any]] = []
-        while writer_proc.poll() is None:
-            time.sleep(0.5)
-            now = time.time()
-            m = _scrape(port)
-            last = m.get("sglang_sentinel_journal_last_entry_timestamp_seconds")
-            read = m.get("sglang_sentinel_journal_entries_read_total", 0.0)
-            expected = min(now - t0, seconds) * rate
-            samples.append(
-                {
-                    "t": round(now - t0, 3),
-                    "lag_s": round(now - last, 4) if last else None,
-                    "backlog_entries": round(max(0.0, expected - read)),
-                    "read": read,
-                }
-            )
+        samples = sample_lag(writer_proc, port, t0, seconds, rate)
         t_writer_done = time.time()
         cpu_during = (proc_cpu_seconds(sentinel.pid) or 0.0) - cpu0
         written_text = count_file.read_text().split() if count_file.exists() else ["0"] * 3
         written = int(written_text[0])
-        deadline = time.monotonic() + 60
-        read = 0.0
-        while time.monotonic() < deadline:
-            read = _scrape(port).get("sglang_sentinel_journal_entries_read_total", 0.0)
-            if read >= written:
-                break
-            time.sleep(0.05)
+        read = wait_read(port, written)
         catch_up = time.time() - t_writer_done
-        lags = [s["lag_s"] for s in samples if s["lag_s"] is not None]
-        steady = [s["lag_s"] for s in samples if s["lag_s"] is not None and s["t"] >= 2.0]
         wall = t_writer_done - t0
         return {
             "rate_per_s": rate,
@@ -193,9 +142,7 @@ def measure_live_files(
             "writer_seconds": float(written_text[1]),
             "entries_read_by_sentinel": int(read),
             "all_read": int(read) == written,
-            "lag_p50_s": _percentile(steady or lags, 0.5),
-            "lag_p95_s": _percentile(steady or lags, 0.95),
-            "lag_max_s": max(steady or lags) if lags else None,
+            **lag_stats(samples),
             "catch_up_after_writer_s": round(catch_up, 3),
             "sentinel_cpu_s": round(cpu_during, 2),
             "sentinel_cpu_percent": round(100 * cpu_during / wall, 1) if wall else None,
@@ -203,13 +150,7 @@ def measure_live_files(
         }
     finally:
         for proc in (writer_proc, sentinel):
-            if proc is not None and proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            stop(proc)
         err.close()
 
 
