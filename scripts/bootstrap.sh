@@ -77,6 +77,17 @@ if ((${#missing[@]})); then
         say "apt-get failed; full log in $log"
         exit 1
     fi
+    # Debian 13 ships the docker client apart from docker.io (a Recommends, which
+    # --no-install-recommends leaves out); Debian 12's docker.io has it inside.
+    if [[ " ${missing[*]} " == *" docker.io "* ]] && ! command -v docker >/dev/null &&
+        apt-cache show docker-cli >/dev/null 2>&1; then
+        if ! apt-get install -y --no-install-recommends docker-cli >"$log" 2>&1; then
+            tail -n 40 "$log" >&2
+            say "apt-get failed installing docker-cli; full log in $log"
+            exit 1
+        fi
+        missing+=(docker-cli)
+    fi
     rm -f "$log"
     # Debian enables the services of what it installs (deb-systemd-helper symlinks in
     # /etc/systemd/system/*.wants); a test peer must not start on the next boot. Only the

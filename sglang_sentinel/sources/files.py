@@ -280,6 +280,7 @@ class FileSource:
         self.units = tuple(t for layout in self.layouts for t in layout.targets)
         # start id -> pod name of the pod streams listed last (replaced whole: scrapes read it).
         self.pods: Mapping[str, str] = {}
+        self._listed: set[str] = set()  # the streams whose files the last listing found
         self._read_any = False
 
     @property
@@ -424,7 +425,7 @@ class FileSource:
                 streams.append(stream)
                 self._layout_of[stream.key] = layout
         # A stream whose files are gone while one is open is read to the end of that file.
-        listed = {s.key for s in streams}
+        listed = self._listed = {s.key for s in streams}
         # The pods whose files are there now (a removed pod's open file is not a current pod).
         self.pods = {s.start: s.pod for s in streams if s.start and s.pod}
         for old in self._streams:
@@ -495,6 +496,11 @@ class FileSource:
             if not newer:
                 if self._check_truncation(pos):
                     continue  # read again from its start
+                if stream.key not in self._listed and not pos.pieces and self._unlinked(pos):
+                    # Its files are gone (`docker rm`, a deleted pod) and this one is read to
+                    # its end: no writer is left to add to it. Let it go (its position stays
+                    # for the cursor), or a long-running daemon holds one per removed stream.
+                    self._close_file(pos)
                 return n
             # The writer has moved on to a newer file; what it wrote to this one before that
             # (after the read above reached its end) is read first.

@@ -529,3 +529,37 @@ def test_time_fast_path_equals_the_general_one() -> None:
         b"2026-01-01T10:00:00.12345678xZ",
     ):
         assert parse_time_us(text, cache) == parse_time_us(text)
+
+
+def _open_deleted_files(under: Path) -> list[str]:
+    """The files under `under` this process holds open after they were deleted."""
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(under)) and target.endswith(" (deleted)"):
+            held.append(target)
+    return held
+
+
+def test_a_removed_containers_file_is_let_go_once_read_to_its_end(tmp_path: Path) -> None:
+    """`docker rm` (or a deleted pod) while followed: its last file is read to its end, then
+    closed. Before: held open for as long as the daemon ran, one descriptor per removed
+    container or pod (a daemon beside a crash-looping Deployment ran out of them)."""
+    (tmp_path / "containers").mkdir()
+    source = docker_source(tmp_path, follow=True)
+    clock = Clock()
+    for n in range(5):
+        c = DockerDir(tmp_path, f"{n:x}" * 64, "sglang", clock)
+        c.line(f"start {n}")
+        assert texts(drain(source)) == [f"start {n}"]
+        c.line(f"last {n}")
+        for path in sorted(c.dir.rglob("*"), reverse=True):
+            path.rmdir() if path.is_dir() else path.unlink()
+        c.dir.rmdir()
+        assert texts(drain(source)) == [f"last {n}"]  # read to its end first
+        assert texts(drain(source)) == []
+        assert _open_deleted_files(tmp_path) == [], n
+    source.close()
