@@ -28,6 +28,8 @@ import yaml
 from journaltools import StartupScript, build_journal, read_fixture_log
 
 from sglang_sentinel.cli import main
+from sglang_sentinel.rules import default_rules_dir, load_rules
+from sglang_sentinel.rules.shapes import strip_wrappers
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "reallogs"
 CASES = sorted(p.name for p in CORPUS.iterdir() if (p / "startup.log").is_file())
@@ -149,6 +151,24 @@ def test_corpus_sources_are_traced() -> None:
         if _URL_LINE.search(source) and "Not traced" not in source:
             traced.append(case)
     assert len(traced) >= 40, f"{len(traced)} of {len(CASES)} cases name their URL"
+
+
+def test_every_rule_that_reads_a_corpus_line_has_a_real_sample() -> None:
+    """A rule that matches a line of the corpus keeps at least one real line among its samples
+    (issue 19), so a rewording that the corpus shows is checked by `rules check` too. Before:
+    6 rules read corpus lines with only made-up samples."""
+    pack = load_rules([default_rules_dir()])
+    lines = [
+        strip_wrappers(raw)
+        for case in CASES
+        for raw in (CORPUS / case / "startup.log").read_text(errors="replace").splitlines()
+    ]
+    without = []
+    for rule in pack.rules:
+        hits = [line for line in lines if any(m.rule_id == rule.id for m in pack.match(line))]
+        if hits and not any(s.line in line for s in rule.samples for line in hits):
+            without.append(f"{rule.id}: {hits[0][:120]}")
+    assert without == []
 
 
 def test_corpus_score(recorded: dict[str, dict[str, Any]]) -> None:
