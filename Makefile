@@ -77,14 +77,19 @@ soak: bootstrap-test
 		tests/state/test_state_faults.py tests/pipeline/test_clock.py tests/pipeline/test_fault_suite.py \
 		tests/pipeline/test_file_pipeline.py tests/state/test_retention.py
 
+# The suite runs compiled and pure in the same four runs: .venv's hot path is compiled with mypyc
+# (SENTINEL_MYPYC=1, see setup.py), the other Pythons' venvs run it pure; SENTINEL_HOT_PATH has
+# each run check that it runs what it should (tests/host/test_compiled.py).
+ci: export SENTINEL_MYPYC := 1
 ci: bootstrap-test
 	$(MAKE) --no-print-directory check
-	$(MAKE) --no-print-directory test
+	SENTINEL_HOT_PATH=compiled $(MAKE) --no-print-directory test
 	@# make test has just run the suite on .venv's Python; the other supported ones follow,
 	@# less the tests that drive outside engines (dockerd, podman, a Prometheus fleet), whose
 	@# Python side the suite on .venv's Python has just covered (`make test-pythons` runs all).
 	@# CI_SKIP_MINORS: minors whose suite runs elsewhere (.ci/run: 3.13 inside Debian 13's root).
-	bash scripts/test-pythons.sh --skip-python $(BIN)/python \
+	SENTINEL_MYPYC= SENTINEL_HOT_PATH=pure \
+		bash scripts/test-pythons.sh --skip-python $(BIN)/python \
 		$(foreach m,$(CI_SKIP_MINORS),--skip-minor $(m)) -m "not engines"
 	$(MAKE) --no-print-directory bench-smoke
 

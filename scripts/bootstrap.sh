@@ -4,6 +4,8 @@
 #   scripts/bootstrap.sh               what `make demo` and `make check` need
 #   scripts/bootstrap.sh --test-peers  also the real binaries the tests and benchmarks cross
 #                                      into (prometheus, prometheus-alertmanager, mtail, sqlite3)
+#   SENTINEL_MYPYC=1 scripts/bootstrap.sh  .venv's hot path compiled with mypyc (setup.py), as
+#                                      `make ci` tests it; =0 pure again (a new .venv is pure)
 #
 # Idempotent and quick when everything is already there. Run as root on a fresh Debian 12.
 # Test peers are used as binaries only: a peer package this script installs gets its services
@@ -120,9 +122,39 @@ if [[ ! -x .venv/bin/python ]]; then
     "$PYTHON" -m venv .venv
 fi
 
+# SENTINEL_MYPYC=1 builds .venv's hot path compiled with mypyc (setup.py; `make ci` asks for it),
+# SENTINEL_MYPYC=0 pure again; unset or empty keeps what .venv has (pure when new). The compiled
+# modules sit beside their sources and shadow them, so a compiled .venv is rebuilt whenever one
+# of those sources changes, and a pure one leaves none behind.
+mode_file=.venv/.sentinel-hot-path
+case ${SENTINEL_MYPYC:-} in
+    1) hot_path=compiled ;;
+    0) hot_path=pure ;;
+    *) hot_path=$(cat "$mode_file" 2>/dev/null || echo pure) ;;
+esac
+mapfile -t compiled_sources < <("$PYTHON" -c \
+    'import runpy; print(*runpy.run_path("sglang_sentinel/compiled.py")["COMPILED"], sep="\n")')
+if [[ $hot_path == compiled ]]; then
+    export SENTINEL_MYPYC=1 # pip's build reads it (setup.py)
+else
+    export SENTINEL_MYPYC=
+    suffix=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+    rm -f sglang_sentinel/_native__mypyc"$suffix"
+    for source in "${compiled_sources[@]}"; do
+        rm -f "${source%.py}$suffix"
+    done
+    compiled_sources=()
+fi
+
 stamp=.venv/.sentinel-pyproject.sha256
-# setup.py and the C reader's source too: a change to either needs the extension built again.
-want=$(cat pyproject.toml setup.py sglang_sentinel/sources/_journalread.c sglang_sentinel/sources/_fileread.c | sha256sum | cut -d' ' -f1)
+# setup.py and the C reader's source too: a change to either needs the extension built again;
+# so does a change of the hot path's build, or of a compiled module's source.
+want=$({
+    echo "hot path: $hot_path"
+    cat pyproject.toml setup.py tools/build_backend.py sglang_sentinel/sources/_journalread.c \
+        sglang_sentinel/sources/_fileread.c
+    cat sglang_sentinel/compiled.py "${compiled_sources[@]}"
+} | sha256sum | cut -d' ' -f1)
 have=$(cat "$stamp" 2>/dev/null || true)
 # Reinstall when pyproject changed, a dependency is gone, or the editable install points at
 # another checkout (a copied or moved tree).
@@ -137,7 +169,7 @@ assert spec is not None and spec.origin is not None
 assert pathlib.Path(spec.origin).resolve().is_relative_to(pathlib.Path(sys.argv[1]).resolve())
 assert pathlib.Path(sys.prefix, "bin", "ruff").exists()
 PY
-    say "installing sglang-sentinel and dev dependencies into .venv"
+    say "installing sglang-sentinel (hot path $hot_path) and dev dependencies into .venv"
     log=.venv/.sentinel-pip.log
     if ! .venv/bin/python -m pip install -e '.[dev]' >"$log" 2>&1; then
         tail -n 40 "$log" >&2
@@ -145,7 +177,8 @@ PY
         exit 1
     fi
     printf '%s\n' "$want" >"$stamp"
+    printf '%s\n' "$hot_path" >"$mode_file"
 fi
 # pip builds the C journal reader when gcc and libsystemd-dev are there, else warns and the
-# package reads with python-systemd; --version says which.
+# package reads with python-systemd; --version says which, and whether the hot path is compiled.
 say "ready: $(.venv/bin/sentinel --version)"

@@ -65,7 +65,12 @@ if ((${#missing[@]})); then
 fi
 
 # What the install builds from: a change to the C reader needs a fresh build too.
-want=$(cat pyproject.toml setup.py sglang_sentinel/sources/_journalread.c | sha256sum | cut -d' ' -f1)
+want=$(cat pyproject.toml setup.py tools/build_backend.py sglang_sentinel/sources/_journalread.c \
+    sglang_sentinel/sources/_fileread.c | sha256sum | cut -d' ' -f1)
+# These venvs run the hot path pure (setup.py): only .venv builds it compiled, when
+# SENTINEL_MYPYC=1 asks (scripts/bootstrap.sh, make ci). A compiled module of the same Python
+# version in the tree (a compiled .venv's) would still be loaded: `--version` says which runs.
+export SENTINEL_MYPYC=
 failed=()
 summary=()
 for minor in "${MINORS[@]}"; do

@@ -98,12 +98,16 @@ def _common(p: argparse.ArgumentParser, *, units: bool = True) -> None:
 
 
 class _Version(argparse.Action):
-    """`--version`: the version and the journal reader this install runs (C or Python)."""
+    """`--version`: the version, the journal reader this install runs (C or Python) and whether
+    its hot path runs compiled (mypyc) or pure."""
 
     def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kw: object) -> None:
-        from .sources import reader_path  # loads the journal readers: only when asked
+        from .compiled import hot_path  # both load the modules they name: only when asked
+        from .sources import reader_path
 
-        print(f"sglang-sentinel {__version__} (journal reader: {reader_path()})")
+        print(
+            f"sglang-sentinel {__version__} (journal reader: {reader_path()}, hot path: {hot_path()})"
+        )
         parser.exit()
 
 

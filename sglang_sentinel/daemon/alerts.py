@@ -17,9 +17,7 @@ import base64
 import contextlib
 import http.client
 import json
-import os
 import socket
-import stat
 import threading
 import time
 import urllib.error
@@ -29,7 +27,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.message import Message
-from pathlib import Path
 from typing import IO, Any, Final, Protocol
 
 from ..compare import alert_name, alerting, reached_tiers, runbook_url
@@ -38,6 +35,7 @@ from ..evidence import render_evidence
 from ..logs import Logger
 from ..model import Comparison, Finding, Severity, Stats
 from ..redact import scrub_text
+from .tokenfile import read_token
 
 log = Logger("sglang_sentinel")
 
@@ -45,8 +43,6 @@ API_PATH: Final = "/api/v2/alerts"
 # Prometheus sets ValidUntil = now + 4 x resend "to allow for two ... send failures".
 VALID_FOR_RESENDS: Final = 4
 _ERROR_BODY_CHARS = 200
-# A bearer token is a line; a file larger than this is not one (and is not read further).
-MAX_TOKEN_BYTES: Final = 16 * 1024
 
 AlertKey = tuple[tuple[str, str], ...]
 
@@ -175,25 +171,6 @@ def urllib_post(
                 raise TimeoutError(f"no complete response within {timeout:g} s") from exc
             raise
     return status, text
-
-
-def read_token(path: Path) -> str:
-    """The bearer token in `path`, trimmed; OSError or ValueError with the reason.
-
-    Opened without blocking (a FIFO would wait for a writer for ever) and read only when it is
-    a regular file of at most MAX_TOKEN_BYTES (a device such as /dev/zero never ends).
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ValueError("not a regular file")
-        data = os.read(fd, MAX_TOKEN_BYTES + 1)
-    finally:
-        os.close(fd)
-    if len(data) > MAX_TOKEN_BYTES:
-        raise ValueError(f"larger than {MAX_TOKEN_BYTES // 1024} KiB")
-    return data.decode("utf-8").strip()
 
 
 def rfc3339(ts: float) -> str:
@@ -466,9 +443,6 @@ class AlertPusher:
                     str(exc) if type(exc) is ValueError else type(exc).__name__
                 )
                 log.error("alert_bearer_token_unreadable", path=str(token_file), error=error)
-                return None
-            if not token:
-                log.error("alert_bearer_token_unreadable", path=str(token_file), error="empty")
                 return None
             headers["Authorization"] = f"Bearer {token}"
         elif target.basic_auth is not None:

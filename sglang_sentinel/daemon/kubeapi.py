@@ -21,10 +21,8 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
-import os
 import socket
 import ssl
-import stat
 import threading
 import urllib.parse
 from collections.abc import Mapping
@@ -35,11 +33,11 @@ from typing import Any, Final
 from ..config import KubernetesConfig, pod_label_name
 from ..errors import ConfigError
 from ..logs import Logger
+from .tokenfile import read_token
 
 log = Logger(__name__)
 
 SERVICE_ACCOUNT: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-MAX_TOKEN_BYTES: Final = 16 * 1024
 MAX_LINE_BYTES: Final = 4 << 20  # one watch event (a pod object); a larger one is an error
 MAX_VALUE_CHARS: Final = 63  # a label value's own limit in Kubernetes
 WATCH_SECONDS: Final = 300  # the server ends each watch after this; it is then resumed
@@ -97,23 +95,6 @@ class ApiEndpoint:
                 "downward API (spec.nodeName), or kubernetes.node_name"
             )
         return cls(parsed.hostname, parsed.port or 443, token_file, ca_file, node)
-
-
-def read_token(path: Path) -> str:
-    """The token in `path`, trimmed: a regular file of at most 16 KiB, opened without blocking."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ValueError("not a regular file")
-        data = os.read(fd, MAX_TOKEN_BYTES + 1)
-    finally:
-        os.close(fd)
-    if len(data) > MAX_TOKEN_BYTES:
-        raise ValueError(f"larger than {MAX_TOKEN_BYTES // 1024} KiB")
-    token = data.decode("utf-8").strip()
-    if not token:
-        raise ValueError("empty")
-    return token
 
 
 class PodLabels:

@@ -297,8 +297,10 @@ class DecodeState:
         elif running <= 0:
             name = "dropped_idle"
         elif (
-            (drift if (drift := running - prev_bs) >= 0 else -drift)  # abs(), without the call
-            > (bound if (bound := 0.25 * running) > 1.0 else 1.0)  # max(1.0, ...)
+            # abs(drift) > max(1.0, 0.25 * running), in ints: exact for any int, compiled too
+            # (mypyc converts an int compared with a float, and a huge one overflows)
+            4 * (drift if (drift := running - prev_bs) >= 0 else -drift)  # abs(), without the call
+            > (running if running > 4 else 4)
         ):
             name = "dropped_batch_drift"
         else:
@@ -320,10 +322,12 @@ class DecodeState:
         except ValueError:
             ok = False
         else:
+            # The int bounds are ints: compiled (mypyc), an int compared with a float is
+            # converted first, and a 400-digit #token would raise OverflowError.
             ok = (
                 0 < gen < 1e9
-                and running < 1e7  # and > 0: not idle
-                and (tokens is None or 0 <= tokens < 1e13)
+                and running < 10_000_000  # and > 0: not idle
+                and (tokens is None or 0 <= tokens < 10_000_000_000_000)
                 and 0 <= accept < 1e3
             )
         if not ok:

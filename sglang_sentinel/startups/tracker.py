@@ -796,6 +796,10 @@ class StartupTracker:
         for name, value in m.facts.items():
             if value is None:
                 continue
+            if not isinstance(value, _FACT_TYPES):
+                # What compiled (mypyc) code checks by itself: a rule's value of no fact type
+                # is this stage's fault, pure or compiled, before the builder holds it.
+                raise TypeError(f"fact {name}: a {type(value).__name__} is no fact value")
             if name == "server_args_repr":
                 b.has_server_args_line = True
                 b.server_args_pending = ""
@@ -882,6 +886,10 @@ class StartupTracker:
         if result.complete or result.error is not None:
             b.server_args = dict(result.args)
             _clear_pending(b)
+
+
+# The types of a FactValue (model.py), for the check in _apply.
+_FACT_TYPES = (str, int, float, tuple)
 
 
 def _names_no_error(reason: str) -> bool:

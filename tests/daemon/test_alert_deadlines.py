@@ -19,7 +19,8 @@ import pytest
 from structlog.testing import capture_logs
 from test_alerts import DROP, PCG, Clock, Receiver, comparison, make
 
-from sglang_sentinel.daemon.alerts import MAX_TOKEN_BYTES, urllib_post
+from sglang_sentinel.daemon.alerts import urllib_post
+from sglang_sentinel.daemon.tokenfile import MAX_TOKEN_BYTES
 
 # Each byte comes well inside the per-read timeout (TIMEOUT): only a whole-request deadline ends it.
 TIMEOUT = 1.0

@@ -23,6 +23,7 @@ from journaltools import build_journal, ready_startup, write_export
 from systemd import journal
 
 from sglang_sentinel.cli import main
+from sglang_sentinel.compiled import hot_path
 from sglang_sentinel.sources import JournalSource, readers
 
 REPO = Path(__file__).resolve().parents[2]
@@ -207,4 +208,7 @@ def test_version_names_the_reader() -> None:
             env={**os.environ, **env},
             check=True,
         )
-        assert done.stdout == f"sglang-sentinel 0.1.0 (journal reader: {path})\n"
+        assert (
+            done.stdout
+            == f"sglang-sentinel 0.1.0 (journal reader: {path}, hot path: {hot_path()})\n"
+        )

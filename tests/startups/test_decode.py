@@ -304,3 +304,12 @@ def test_impossible_values_are_dropped_not_raised() -> None:
     ]
     feed(state, lines)
     assert state.counts["dropped_invalid"] == 3 and state.counts["clean"] == 1
+
+
+def test_a_400_digit_batch_size_is_dropped_not_raised() -> None:
+    """A 400-digit #running-req, and the ordinary line after it: the batch drift between them is
+    compared in ints (compiled, an int compared with a float overflows; pure, 0.25 * it did)."""
+    state = DecodeState()
+    huge = int("9" * 400)
+    feed(state, [decode(8, 400), decode(huge, 400), decode(8, 400), decode(8, 401)])
+    assert state.counts["dropped_batch_drift"] == 2 and state.counts["clean"] == 1
