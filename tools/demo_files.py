@@ -43,7 +43,10 @@ PIECE = 16 * 1024  # moby's copier buffer and containerd's max_container_log_lin
 
 
 def parse_export(data: bytes) -> list[dict[str, bytes]]:
-    """Journal Export Format into raw field dicts (the binary form of a field included)."""
+    """Parse Journal Export Format (as `journalctl -o export` prints it) into raw field dicts.
+
+    The binary form of a field included; tests/support/journaltools.py uses this one too.
+    """
     entries: list[dict[str, bytes]] = []
     current: dict[str, bytes] = {}
     pos = 0

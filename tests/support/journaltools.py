@@ -25,6 +25,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import IO, Any
 
+from tools.demo_files import parse_export
+
 ExportValue = str | bytes
 ExportEntry = Mapping[str, ExportValue]
 
@@ -116,33 +118,6 @@ def write_export(entries: Iterable[ExportEntry], path: Path | str) -> Path:
     target = Path(path)
     target.write_bytes(export_bytes(entries))
     return target
-
-
-def parse_export(data: bytes) -> list[dict[str, bytes]]:
-    """Parse Journal Export Format (as `journalctl -o export` prints it) into raw field dicts."""
-    entries: list[dict[str, bytes]] = []
-    current: dict[str, bytes] = {}
-    pos = 0
-    while pos < len(data):
-        end = data.index(b"\n", pos)
-        line = data[pos:end]
-        if not line:
-            if current:
-                entries.append(current)
-                current = {}
-            pos = end + 1
-            continue
-        if b"=" in line:
-            key, _, value = line.partition(b"=")
-            current[key.decode("ascii")] = value
-            pos = end + 1
-        else:
-            (size,) = struct.unpack("<Q", data[end + 1 : end + 9])
-            current[line.decode("ascii")] = data[end + 9 : end + 9 + size]
-            pos = end + 9 + size + 1
-    if current:
-        entries.append(current)
-    return entries
 
 
 def build_journal(

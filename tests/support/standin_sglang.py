@@ -37,6 +37,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parents[1]))  # the repository: journaltools reads tools/
 
 import journaltools  # noqa: E402  (tests/support/ is not a package)
 

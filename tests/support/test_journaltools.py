@@ -12,13 +12,14 @@ from journaltools import (
     LiveJournald,
     StartupScript,
     build_journal,
-    parse_export,
     read_fixture_log,
     seed_fixture_dir,
     unique_unit,
     write_export,
 )
 from systemd import journal
+
+from tools.demo_files import parse_export
 
 BOOT = "5d1b2a0c9e8f4f7a8b6c5d4e3f2a1b0c"
 TEST_UNIT = unique_unit("sentinel-test")
