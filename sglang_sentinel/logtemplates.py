@@ -169,11 +169,18 @@ def log_diff(
         new.append(line)
     # Gone only from a startup that became ready: one that failed ended its window early, so
     # what it did not print says nothing (a crash loop would list the whole startup as gone).
+    # Nor of a kind whose ledger was full: it dropped templates it did print.
+    other_doc = record.ledger.get("other")
+    full = {
+        DOWNGRADE: bool(record.ledger.get("dropped")),
+        OTHER: isinstance(other_doc, Mapping) and bool(other_doc.get("dropped")),
+    }
     gone = tuple(
         line
         for template, line in before.items()
         if template not in now
         and record.outcome == "ready"
+        and not full[line.kind]
         and not _reworded(line, baseline, record)
     )
     return LogDiff(tuple(new), gone, silenced, version_change(record, baseline))

@@ -295,6 +295,23 @@ def test_the_ledger_is_bounded_and_counts_what_it_dropped() -> None:
     assert kinds.count("other") == 3  # the other lines have their own bound
 
 
+def test_a_full_ledger_lists_nothing_of_its_kind_as_gone() -> None:
+    """A startup whose ledger dropped downgrade templates (more than TEMPLATES_KEPT new ones
+    first) did print the baseline's later ones: they are not gone; other lines still compare."""
+    known = "[2026-03-09 21:33:00 TP0] Using default MoE kernel config. Performance might be sub-optimal!"
+    base = run(startup(known, "[2026-03-09 21:33:01] Graph ready"), "a" * 32)
+    extra = [
+        f"[2026-03-09 21:31:24] Feature f{chr(97 + i // 26)}{chr(97 + i % 26)} is disabled"
+        for i in range(TEMPLATES_KEPT)
+    ]
+    now = run(startup(*extra, known), "b" * 32)
+    assert now.ledger is not None and now.ledger["dropped"] == 1
+    c = compare(now, base, "pinned", POLICY)
+    assert c.log_diff is not None
+    assert len(c.log_diff["new"]) == TEMPLATES_KEPT
+    assert [line["template"] for line in c.log_diff["gone"]] == ["Graph ready"]
+
+
 def test_other_lines_are_bounded_in_templates_and_in_lines_masked() -> None:
     """OTHER_KEPT other templates at most, and OTHER_LINES other lines masked at most (a
     startup that never becomes ready must not mask every line of its life); downgrade lines
