@@ -3,42 +3,19 @@ and that the Python stack runs under MemoryDenyWriteExecute."""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from unitfiles import systemd_analyze, unit_directives
 
 REPO = Path(__file__).resolve().parents[2]
 UNIT = REPO / "deploy" / "sglang-sentinel.service"
 MAX_EXPOSURE = 1.1
 OVERALL = re.compile(r"Overall exposure level for \S+: (\d+\.\d+)")
-
-
-def systemd_analyze() -> str:
-    """Path to systemd-analyze; skip without it locally, fail without it in CI."""
-    path = shutil.which("systemd-analyze")
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail("systemd-analyze is missing in CI; install the systemd package")
-        pytest.skip("systemd-analyze not installed (set CI=1 to make this a failure)")
-    return path
-
-
-def unit_directives() -> dict[str, list[str]]:
-    """`Key=value` lines of the unit, all values per key in file order."""
-    directives: dict[str, list[str]] = {}
-    for line in UNIT.read_text().splitlines():
-        line = line.strip()
-        if not line or line.startswith(("#", ";", "[")):
-            continue
-        key, _, value = line.partition("=")
-        directives.setdefault(key.strip(), []).append(value.strip())
-    return directives
 
 
 def test_exposure_score_is_at_most_1_1() -> None:
@@ -82,7 +59,7 @@ def test_verify_reports_nothing_but_the_uninstalled_binary() -> None:
 
 def test_unit_has_the_directives_the_daemon_relies_on() -> None:
     """Readiness, watchdog, identity and directories match what daemon.py implements."""
-    directives = unit_directives()
+    directives = unit_directives(UNIT)
     expected = {
         "Type": ["notify"],
         "NotifyAccess": ["main"],

