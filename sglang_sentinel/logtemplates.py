@@ -107,6 +107,9 @@ class LogDiff:
     gone: tuple[LogLine, ...]
     accepted: int = 0  # new templates policy.accepted_messages silenced
     version_changed: str | None = None
+    # Downgrade lines of templates the startup's ledger did not keep (past TEMPLATES_KEPT):
+    # not compared, so possibly new; said with the new ones ("and N more not kept").
+    dropped: int = 0
 
     @property
     def new_downgrades(self) -> tuple[LogLine, ...]:
@@ -118,7 +121,24 @@ class LogDiff:
             "new": [line.to_json() for line in self.new],
             "gone": [line.to_json() for line in self.gone],
             "version_changed": self.version_changed,
+            "dropped": self.dropped,
         }
+
+    def not_kept(self) -> str:
+        """`and N more not kept (...)` when the ledger dropped downgrade lines, else ''."""
+        return not_kept(self.dropped)
+
+
+def not_kept(dropped: int) -> str:
+    """What a startup's ledger did not keep, said after its new downgrade templates ('' for
+    none): `and N more not kept (...)`."""
+    if not dropped:
+        return ""
+    lines = f"line{'s' if dropped != 1 else ''}"
+    return (
+        f"and {dropped} more not kept (downgrade {lines} of templates past the ledger's "
+        "bound per startup, not compared)"
+    )
 
 
 def _lines(doc: Mapping[str, Any], other: bool) -> dict[str, LogLine]:
@@ -183,7 +203,8 @@ def log_diff(
         and not full[line.kind]
         and not _reworded(line, baseline, record)
     )
-    return LogDiff(tuple(new), gone, silenced, version_change(record, baseline))
+    dropped = int(record.ledger.get("dropped", 0))
+    return LogDiff(tuple(new), gone, silenced, version_change(record, baseline), dropped)
 
 
 def version_change(record: StartupRecord, baseline: StartupRecord) -> str | None:
@@ -221,6 +242,7 @@ __all__ = [
     "LogDiff",
     "LogLine",
     "log_diff",
+    "not_kept",
     "template_of",
     "version_change",
 ]

@@ -114,6 +114,7 @@ def ledger_finding(
     shown = "; ".join(line.example for line in new[:_SHOWN])
     more = f" (+{len(new) - _SHOWN} more)" if len(new) > _SHOWN else ""
     count = len(new)
+    dropped = f", {diff.not_kept()}" if diff.dropped else ""
     # Said once: a new release rewords messages, so some new templates are old ones reworded.
     upgrade = " (the SGLang version changed)" if diff.version_changed else ""
     if diff.version_changed:
@@ -125,7 +126,7 @@ def ledger_finding(
         current=tuple(line.template for line in new),
         message=(
             f"{count} downgrade message{'s' if count > 1 else ''} the baseline never "
-            f"printed{upgrade}: {shown}{more}"
+            f"printed{upgrade}: {shown}{more}{dropped}"
         ),
         evidence=tuple(evidence),
     )

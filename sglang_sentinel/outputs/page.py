@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from ..compare import LEDGER_CHECK, VERDICTS, UnitStatus, Verdict, describe
 from ..evidence import render_evidence
 from ..facts import page_facts
+from ..logtemplates import not_kept
 from ..model import SEVERITY_ORDER, Comparison, FactValue, Finding, StartupRecord
 from .report import compact_evidence, merged_evidence
 from .wording import outcome
@@ -306,6 +307,8 @@ def _log_diff(c: Comparison) -> str:
         )
         if len(lines) > MAX_EVIDENCE:
             rows += f"<li><em>and {len(lines) - MAX_EVIDENCE} more (sentinel diff --log)</em></li>"
+        if css == "log-new" and diff.get("dropped"):
+            rows += f"<li><em>{_e(not_kept(int(diff['dropped'])))}</em></li>"
         parts.append(f'<h3>{title}</h3><ul class="{css}">{rows}</ul>')
     return "".join(parts)
 

@@ -282,7 +282,9 @@ def render_log_diff(a: StartupRecord, b: StartupRecord, diff: LogDiff | None) ->
             kind = "(other) " if line.kind == OTHER else ""
             lines.append(f"  {sign}  {kind}{line.template}")
             lines.append(f"        e.g. {line.example}  ({ranks})")
-    if not diff.new and not diff.gone:
+    if diff.dropped:
+        lines.append(f"  new   {diff.not_kept()}")
+    if not diff.new and not diff.gone and not diff.dropped:
         lines.append("  the same startup log lines")
     if diff.accepted:
         lines.append(f"  accepted (policy accepted_messages): {diff.accepted} new not shown")

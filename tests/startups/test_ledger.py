@@ -67,7 +67,7 @@ UPGRADE = (
     "SGLang version changed (server_args fields: 27 added, 7 removed): a message the new "
     "release rewords shows as one new and one gone template"
 )
-NOTHING_NEW: dict[str, Any] = {"new": [], "gone": [], "version_changed": None}
+NOTHING_NEW: dict[str, Any] = {"new": [], "gone": [], "version_changed": None, "dropped": 0}
 
 
 def new_templates(record: StartupRecord, baseline: StartupRecord) -> list[str]:
@@ -310,6 +310,38 @@ def test_a_full_ledger_lists_nothing_of_its_kind_as_gone() -> None:
     assert c.log_diff is not None
     assert len(c.log_diff["new"]) == TEMPLATES_KEPT
     assert [line["template"] for line in c.log_diff["gone"]] == ["Graph ready"]
+
+
+def test_downgrade_lines_the_ledger_did_not_keep_are_said_everywhere(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """More than TEMPLATES_KEPT new downgrade templates: the 64 kept are listed and the rest
+    is counted in log_diff (scan --json), the finding's message, `diff --log` and the page,
+    never left unsaid."""
+    extra = [
+        f"[2026-03-09 21:31:24] Feature f{chr(97 + i // 26)}{chr(97 + i % 26)} is disabled"
+        for i in range(TEMPLATES_KEPT + 3)
+    ]
+    base = run(startup(), "a" * 32)
+    now = run(startup(*extra), "b" * 32)
+    c = compare(now, base, "pinned", POLICY)
+    assert c.log_diff is not None
+    assert len(c.log_diff["new"]) == TEMPLATES_KEPT
+    assert c.log_diff["dropped"] == 3  # scan --json's log_diff is this dict (outputs.report)
+    said = (
+        "and 3 more not kept (downgrade lines of templates past the ledger's bound per "
+        "startup, not compared)"
+    )
+    (finding,) = [f for f in c.findings if f.check == "new_downgrade_message"]
+    assert finding.message == (
+        "64 downgrade messages the baseline never printed: Feature faa is disabled; "
+        f"Feature fab is disabled; Feature fac is disabled (+61 more), {said}"
+    )
+    assert render_log_diff(base, now, log_diff(now, base)).splitlines()[-1] == f"  new   {said}"
+    html = render_page(
+        [UnitStatus(UNIT, c, None, (base, now), False)], generated_at=1.8e9, version="t"
+    )
+    assert f"<li><em>{said.replace(chr(39), '&#x27;')}</em></li></ul>" in html
 
 
 def test_other_lines_are_bounded_in_templates_and_in_lines_masked() -> None:
@@ -650,6 +682,7 @@ def test_a_version_change_is_said_once_and_alerts_only_on_new_downgrades() -> No
             }
         ],
         "version_changed": None,
+        "dropped": 0,
     }
 
 
@@ -672,6 +705,7 @@ def test_a_gone_downgrade_is_information_only_and_listed_everywhere() -> None:
             }
         ],
         "version_changed": None,
+        "dropped": 0,
     }
     html = render_page(
         [UnitStatus(UNIT, c, None, (base, now), False)], generated_at=1.8e9, version="t"
