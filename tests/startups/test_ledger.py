@@ -555,7 +555,8 @@ def test_a_secret_reaches_neither_the_template_nor_the_example() -> None:
 
 
 def _generated(draw: st.DrawFn) -> list[str]:
-    """One startup of a fixed configuration with its own figures, pids and rank order."""
+    """One startup of a fixed configuration with its own figures (memory, load times, token
+    counts), pids, rank order and request lines inside its window."""
     n = st.integers(1, 10**7)
     gb = st.floats(0.01, 200, allow_nan=False).map(lambda x: f"{x:.2f}")
     ranks = draw(st.permutations([0, 1, 2, 3]))
@@ -569,14 +570,28 @@ def _generated(draw: st.DrawFn) -> list[str]:
             f"[{ts} TP{tp}] Load weight begin. avail mem={draw(gb)} GB",
             f"[{ts} TP{tp}] Loading safetensors checkpoint shards: {draw(n) % 100}% Completed | "
             f"{draw(n) % 40}/40 [00:{draw(n) % 60:02d}<00:10, {draw(gb)}it/s]",
+            f"[{ts} TP{tp}] Load weight end. elapsed={draw(gb)} s, type=Qwen3MoeForCausalLM, "
+            f"dtype=torch.bfloat16, avail mem={draw(gb)} GB, mem usage={draw(gb)} GB.",
+            f"[{ts} TP{tp}] KV Cache is allocated. dtype: torch.bfloat16, #tokens: {draw(n)}, "
+            f"K size: {draw(gb)} GB, V size: {draw(gb)} GB",
+            f"[{ts} TP{tp}] Memory pool end. avail mem={draw(gb)} GB",
             f"[{ts} TP{tp}] Using default MoE kernel config. Performance might be sub-optimal! "
             f"Config file not found at /opt/{draw(n)}/configs/E=256,N={draw(n)},device_name=X.json",
             f"[{ts} TP{tp}] Capture cuda graph bs {sorted(draw(st.sets(n, min_size=1, max_size=9)))}",
         ]
-    mrr = draw(n)
+    mrr, pid = draw(n), draw(n)
     lines += [
         f"[{ts} TP0] Max running requests is reset to {mrr} for speculative decoding.",
-        SUMMARY.format(mrr=mrr),
+        f"[{ts} TP0] max_total_num_tokens={draw(n)}, chunked_prefill_size=8192, "
+        f"max_prefill_tokens=16384, max_running_requests={mrr}, context_len=262144, "
+        f"available_gpu_mem={draw(gb)} GB",
+        f"[{ts}] INFO:     Started server process [{pid}]",
+        f"[{ts}] INFO:     Waiting for application startup.",
+        f"[{ts}] INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)",
+        f'[{ts}] INFO:     127.0.0.1:{draw(n)} - "GET /get_model_info HTTP/1.1" 200 OK',
+        f"[{ts} TP0] Prefill batch. #new-seq: 1, #new-token: {draw(n)}, #cached-token: 0, "
+        f"token usage: 0.00, #running-req: 0, #queue-req: 0, ",
+        f'[{ts}] INFO:     127.0.0.1:{draw(n)} - "POST /generate HTTP/1.1" 200 OK',
         READY,
         f'[{ts}] INFO:     127.0.0.1:{draw(n)} - "POST /generate HTTP/1.1" 200 OK',
         f"[{ts}] Disabling something after ready, pid {draw(n)}",
