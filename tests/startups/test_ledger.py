@@ -766,3 +766,109 @@ def test_a_long_line_is_redacted_before_its_cut(filler: str) -> None:
     text = json.dumps(ledger.to_doc())
     assert all(secret[i : i + 12] not in text for i in range(len(secret) - 12))
     assert "Zq9Zq9" not in text
+
+
+def _clean_startup(version: str, day: int) -> list[str]:
+    """A clean startup (no downgrade of its own) of one configuration, Qwen3-30B-A3B at TP4 on
+    PCIe-only GPUs, in the templates its SGLang release prints (research: the seed fixture's
+    0.5.9 and 0.5.10rc0 startups, sglang-log-facts §3.5/§5.3 and the 0.5.23 golden cases):
+    the lines a downgrade word is in (custom all-reduce off on PCIe, the default MoE configs)
+    are the same downgrade each time, in each release's wording."""
+    ts = f"2026-03-{day:02d} 10:00"
+    file_line = {"0.5.9": "1835", "0.5.10": "2250", "0.5.23": "1136"}[version]
+    triton = {"0.5.9": "3_4_0", "0.5.10": "3_5_0", "0.5.23": "3_5_1"}[version]
+    args = {
+        "0.5.9": "server_args=ServerArgs(model_path='/models/Qwen3-30B-A3B', tp_size=4, "
+        "enable_piecewise_cuda_graph=False, cuda_graph_max_bs=None, disable_custom_all_reduce=False)",
+        "0.5.10": "server_args=ServerArgs(model_path='/models/Qwen3-30B-A3B', tp_size=4, "
+        "disable_piecewise_cuda_graph=False, enforce_piecewise_cuda_graph=False, "
+        "cuda_graph_max_bs=None, disable_custom_all_reduce=False)",
+        "0.5.23": "server_args={'model_path': '/models/Qwen3-30B-A3B', 'tp_size': 4, "
+        "'cuda_graph_config': {'decode': {'backend': 'full'}, 'prefill': {'backend': "
+        "'breakable'}}, 'disable_custom_all_reduce': False}",
+    }[version]
+    allreduce = "Custom allreduce" if version == "0.5.9" else "CustomAllreduce"
+    moe = (
+        f"/opt/sglang/.venv/lib/python3.12/site-packages/sglang/srt/layers/moe/fused_moe_triton/"
+        f"configs/triton_{triton}/E=128,N=192,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_"
+        "Edition.json"
+    )
+    lines = [
+        f"[{ts}:01] INFO server_args.py:{file_line}: Attention backend not specified. Use "
+        "flashinfer backend by default.",
+        f"[{ts}:02] {args}",
+    ]
+    for tp in (0, 2, 1, 3):
+        lines += [
+            f"[{ts}:05 TP{tp}] Init torch distributed begin.",
+            f"[{ts}:06 TP{tp}] {allreduce} is disabled because it's not supported on more than "
+            "two PCIe-only GPUs. To silence this warning, specify disable_custom_all_reduce=True "
+            "explicitly.",
+            f"[{ts}:07 TP{tp}] Load weight begin. avail mem=93.{day:02d} GB",
+        ]
+    for tp in range(4):
+        dtype = "dtype=torch.bfloat16, " if version == "0.5.9" else ""
+        lines += [
+            f"[{ts}:30 TP{tp}] Load weight end. elapsed=2{tp}.{day} s, type=Qwen3MoeForCausalLM, "
+            f"{dtype}avail mem=62.1{tp} GB, mem usage=31.0{day % 10} GB.",
+            f"[{ts}:31 TP{tp}] KV Cache is allocated. #tokens: 5070{day}, K size: 10.0{tp} GB, "
+            "V size: 10.00 GB",
+        ]
+        if version == "0.5.23":
+            lines += [
+                f"[{ts}:32 TP{tp}] Capture target prefill CUDA graph begin. backend=breakable, "
+                "num_tokens=[8, 16], avail mem=26.90 GB",
+                f"[{ts}:40 TP{tp}] Capture target decode CUDA graph begin. backend=full, "
+                "num_tokens_per_req=1, avail mem=26.00 GB",
+            ]
+        else:
+            lines.append(
+                f"[{ts}:32 TP{tp}] Capture cuda graph begin. This can take up to several "
+                "minutes. avail mem=21.19 GB"
+            )
+        lines += [
+            f"[{ts}:35 TP{tp}] Using default MoE kernel config. Performance might be "
+            f"sub-optimal! Config file not found at {moe}",
+            f"[{ts}:35 TP{tp}] Using MoE kernel config with down_moe=False. Performance might "
+            f"be sub-optimal! Config file not found at {moe.replace('.json', '_down.json')}",
+        ]
+    lines += [
+        f"[{ts}:50 TP0] max_total_num_tokens=5070{day}, chunked_prefill_size=8192, "
+        "max_prefill_tokens=16384, max_running_requests=48, context_len=40960, "
+        "available_gpu_mem=20.64 GB",
+        f"[{ts}:52] INFO:     Started server process [4{day}877]",
+        f'[{ts}:53] INFO:     127.0.0.1:553{day} - "GET /model_info HTTP/1.1" 200 OK',
+        f"[{ts}:55] The server is fired up and ready to roll!",
+    ]
+    return lines
+
+
+def test_an_upgrade_without_a_downgrade_gives_no_new_downgrade_message() -> None:
+    """0.5.9 -> 0.5.10 -> 0.5.23 of one unit with the same configuration and no downgrade of
+    its own: the downgrade lines every release prints on this host (custom all-reduce off on
+    PCIe, reworded in 0.5.10; the default MoE configs) are not new, against the previous
+    startup nor against a 0.5.9 pin; what each release prints otherwise is information."""
+    v059, v0510, v0523 = (
+        run(_clean_startup(version, day), inv, t0=day * 10**14)
+        for version, day, inv in (
+            ("0.5.9", 10, "a" * 32),
+            ("0.5.10", 11, "b" * 32),
+            ("0.5.23", 12, "c" * 32),
+        )
+    )
+    for now, base in ((v0510, v059), (v0523, v0510), (v0523, v059)):
+        assert now.facts["custom_all_reduce"] is False
+        c = compare(now, base, "pinned", POLICY)
+        assert c.log_diff is not None
+        assert c.log_diff["version_changed"] is not None
+        assert [line for line in c.log_diff["new"] if line["kind"] == "downgrade"] == []
+        assert [f for f in c.findings if f.check == "new_downgrade_message"] == []
+    # What the release prints otherwise is information: 0.5.10's Load weight end lost its dtype.
+    c = compare(v0510, v059, "pinned", POLICY)
+    assert c.log_diff is not None
+    assert [(line["kind"], line["template"]) for line in c.log_diff["new"]] == [
+        (
+            "other",
+            "Load weight end. elapsed=<N>, type=Qwen3MoeForCausalLM, avail mem=<N>, mem usage=<N>.",
+        )
+    ]
