@@ -161,11 +161,172 @@ def pinned_baseline_source() -> list[StartupScript]:
     ]
 
 
+# The fifteen silent downgrades with most user impact (downgrades-research §1.3), each in the
+# wording of SGLang 0.5.9, 0.5.10 and 0.5.23: the released wheels' `logger.*` calls rendered with
+# sample values (https://pypi.org/project/sglang/; file:line beside each rule in
+# rules/pack/60-downgrades.yaml). One tuple per item; 0.5.23's overlap-off is silent (the resolved
+# `disable_overlap_schedule` in server_args says it).
+_FP8_GEMM = (
+    "Using default W8A8 Block FP8 kernel config. Performance might be sub-optimal! Config file "
+    "not found at /opt/sglang/configs/N=2112,K=7168,device_name=NVIDIA_H20,dtype=fp8_w8a8,"
+    "block_shape=[128, 128].json"
+)
+_MARLIN = (
+    "Your GPU does not have native support for FP8 computation but FP8 quantization is being "
+    "used. Weight-only FP8 compression will be used leveraging the Marlin kernel. This may "
+    "degrade performance for compute-heavy workloads."
+)
+_SHARED = (
+    "Only Deepseek V3/R1 on NV-platform with capability >= 80 can use shared experts fusion "
+    "optimization. Shared experts fusion optimization is disabled."
+)
+_COMMON = {
+    "transformers": "Qwen3ForCausalLM has no SGLang implementation, falling back to Transformers "
+    "implementation. Some features may not be supported and performance may not be optimal.",
+    "fa3": "FlashAttention3 only supports fp8_e4m3 if using FP8; Setting attention backend to "
+    "triton.",
+    "radix": "Disabling Radix Cache for Gemma3ForConditionalGeneration as it is not yet supported.",
+    "deepgemm": "DeepGemm is enabled but the scale_fmt of checkpoint is not ue8m0. This might "
+    "cause accuracy degradation on Blackwell.",
+    "awq": "Layer 'model.layers.0.mlp.gate' is not supported by AWQMarlin. Falling back to "
+    "unoptimized AWQ kernels.",
+    "deepep": "Only use 24 SMs for DeepEP communication. This may result in highly suboptimal "
+    "performance. Consider using --deepep-config to change the behavior.",
+}
+_PCIE = (
+    " is disabled because it's not supported on more than two PCIe-only GPUs. To silence this "
+    "warning, specify disable_custom_all_reduce=True explicitly."
+)
+_OVERLAP = (
+    "Disabling overlap schedule since mamba no_buffer is not compatible with overlap schedule, "
+    "try to use --disable-radix-cache if overlap schedule is necessary"
+)
+_MRR_RESET = (
+    "Max running requests is reset to 48 for speculative decoding. You can override this by "
+    "explicitly setting --max-running-requests."
+)
+FIFTEEN: dict[str, tuple[str, ...]] = {
+    "0.5.9": (
+        _COMMON["transformers"],
+        "Custom allreduce" + _PCIE,
+        _OVERLAP,
+        _MRR_RESET,
+        "Cuda graph is disabled because of using torch native attention backend",
+        _FP8_GEMM,
+        _MARLIN,
+        "flashinfer.comm is not available, falling back to standard implementation",
+        _COMMON["fa3"],
+        _SHARED,
+        _COMMON["radix"],
+        _COMMON["deepgemm"],
+        _COMMON["awq"],
+        _COMMON["deepep"],
+        "Mixed chunked prefill is disabled because of using eagle speculative decoding.",
+    ),
+    "0.5.10": (
+        _COMMON["transformers"],
+        "CustomAllreduce" + _PCIE,
+        _OVERLAP,
+        _MRR_RESET,
+        "Cuda graph is disabled because of using torch native attention backend",
+        _FP8_GEMM,
+        _MARLIN,
+        "flashinfer.comm unified allreduce_fusion API is not available, falling back to "
+        "standard implementation",
+        _COMMON["fa3"],
+        _SHARED,
+        _COMMON["radix"],
+        _COMMON["deepgemm"],
+        _COMMON["awq"],
+        _COMMON["deepep"],
+        "Mixed chunked prefill is disabled because of using eagle speculative decoding.",
+    ),
+    "0.5.23": (
+        _COMMON["transformers"],
+        "CustomAllreduce" + _PCIE,
+        "max_running_requests was reduced from the requested 74 to 48 (per dp worker) due to "
+        "the available KV cache capacity.",
+        "Full prefill CUDA graph is incompatible with two-batch overlap; disabling prefill CUDA "
+        "graph.",
+        "Disable target prefill CUDA graph because the target model does not have a 'layers' "
+        "attribute",
+        _FP8_GEMM,
+        _MARLIN,
+        "flashinfer.comm allreduce_fusion API is not available (No module named "
+        "'flashinfer.comm'), falling back to standard implementation",
+        _COMMON["fa3"],
+        _SHARED,
+        "Radix cache is disabled for decode server",
+        _COMMON["deepgemm"],
+        _COMMON["awq"],
+        _COMMON["deepep"],
+        "Mixed chunked prefill is disabled: EAGLE3 speculative decoding does not support it.",
+    ),
+}
+_SERVER_ARGS = {
+    "0.5.9": "server_args=ServerArgs(model_path='/models/Qwen3-30B', tp_size=2, "
+    "enable_piecewise_cuda_graph=False, disable_overlap_schedule={overlap})",
+    "0.5.10": "server_args=ServerArgs(model_path='/models/Qwen3-30B', tp_size=2, "
+    "disable_piecewise_cuda_graph=False, enforce_piecewise_cuda_graph=False, "
+    "disable_overlap_schedule={overlap})",
+    "0.5.23": "server_args={{'model_path': '/models/Qwen3-30B', 'tp_size': 2, "
+    "'cuda_graph_config': {{'decode': {{'backend': 'full'}}, 'prefill': {{'backend': "
+    "'breakable'}}}}, 'disable_overlap_schedule': {overlap}}}",
+}
+
+
+def _versioned(n: int, day: str, version: str, downgraded: bool) -> StartupScript:
+    """A startup of one configuration in `version`'s templates; `downgraded`: it also prints
+    the fifteen in that version's wording (0.5.23's overlap-off only in server_args)."""
+    script = _script(n, f"{day} 10:00:00")
+    script.started(f"{day} 10:00:00")
+    script.line(
+        f"[{day} 10:00:01] Attention backend not specified. Use flashinfer backend by default."
+    )
+    overlap = downgraded and version == "0.5.23"
+    script.line(f"[{day} 10:00:02] " + _SERVER_ARGS[version].format(overlap=overlap))
+    for tp in (0, 1):
+        script.line(f"[{day} 10:00:05 TP{tp}] Load weight begin. avail mem=78.50 GB")
+        dtype = "dtype=torch.bfloat16, " if version == "0.5.9" else ""
+        script.line(
+            f"[{day} 10:00:30 TP{tp}] Load weight end. elapsed=25.1{tp} s, "
+            f"type=Qwen3MoeForCausalLM, {dtype}avail mem=48.00 GB, mem usage=30.50 GB."
+        )
+        script.line(
+            f"[{day} 10:00:31 TP{tp}] KV Cache is allocated. #tokens: 400000, K size: 10.00 GB, "
+            "V size: 10.00 GB"
+        )
+        if downgraded:
+            for body in FIFTEEN[version]:
+                script.line(f"[{day} 10:00:32 TP{tp}] {body}")
+    script.line(
+        f"[{day} 10:00:50 TP0] max_total_num_tokens=400000, chunked_prefill_size=8192, "
+        "max_prefill_tokens=16384, max_running_requests=48, context_len=40960, "
+        "available_gpu_mem=20.00 GB"
+    )
+    script.line(f"[{day} 10:00:55] The server is fired up and ready to roll!")
+    return script
+
+
+def downgrades_by_version() -> list[StartupScript]:
+    """Per release, a clean startup, then one that prints the fifteen in its wording: each is
+    compared with the clean one before it, so its new_downgrade_message lists the fifteen (the
+    rule-named ones judged by their own findings); the clean startup of the next release after
+    it has them gone (information) and says the version changed."""
+    scripts = []
+    for i, version in enumerate(("0.5.9", "0.5.10", "0.5.23")):
+        for downgraded in (False, True):
+            n = 20 + 2 * i + downgraded
+            scripts.append(_versioned(n, f"2026-11-1{n - 20}", version, downgraded))
+    return scripts
+
+
 CASES: dict[str, Callable[[], list[StartupScript]]] = {
     "sglang-0523-prefill-off": sglang_0523_prefill_off,
     "sglang-0523-prefill-flag": sglang_0523_prefill_flag,
     "crash-loop": crash_loop,
     "pinned-baseline": pinned_baseline,
+    "downgrades-by-version": downgrades_by_version,
 }
 
 
