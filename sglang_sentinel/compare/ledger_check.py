@@ -102,8 +102,24 @@ def ledger_finding(
 ) -> Finding | None:
     """One finding for the new downgrade templates, or None."""
     new = diff.new_downgrades if diff is not None else ()
-    if diff is None or not new or not policy.enabled(LEDGER_CHECK):
+    if diff is None or not policy.enabled(LEDGER_CHECK):
         return None
+    if not new:
+        if not diff.dropped:
+            return None
+        # Nothing new among the kept, but lines past the bound were never compared: say so
+        # (info, no alert: a startup that noisy is so at every start), never a silent "none".
+        return Finding(
+            check=LEDGER_CHECK,
+            severity="info",
+            baseline=None,
+            current=(),
+            message=(
+                "no downgrade message the baseline never printed among those kept, "
+                + diff.not_kept()
+            ),
+            evidence=(),
+        )
     judged = [judged_by(line, findings) for line in new]
     evidence = []
     for line, check in zip(new, judged, strict=True):

@@ -872,3 +872,26 @@ def test_an_upgrade_without_a_downgrade_gives_no_new_downgrade_message() -> None
             "Load weight end. elapsed=<N>, type=Qwen3MoeForCausalLM, avail mem=<N>, mem usage=<N>.",
         )
     ]
+
+
+def test_a_full_ledger_with_nothing_new_kept_says_what_it_did_not_compare() -> None:
+    """The baseline printed the 64 templates this startup keeps, and this startup printed 3
+    more downgrade lines past the bound: an info finding says they were not compared (not an
+    alert: both startups are that noisy). Before: no finding at all, a silent "nothing new"
+    over lines the sentinel never looked at."""
+    kept = [
+        f"[2026-03-09 21:31:24] Feature f{chr(97 + i // 26)}{chr(97 + i % 26)} is disabled"
+        for i in range(TEMPLATES_KEPT)
+    ]
+    more = [f"[2026-03-09 21:31:25] Option o{chr(97 + i)} is disabled" for i in range(3)]
+    base = run(startup(*kept), "a" * 32)
+    now = run(startup(*kept, *more), "b" * 32)
+    c = compare(now, base, "pinned", POLICY)
+    assert c.log_diff is not None
+    assert c.log_diff["new"] == [] and c.log_diff["dropped"] == 3
+    (finding,) = [f for f in c.findings if f.check == "new_downgrade_message"]
+    assert finding.severity == "info"
+    assert finding.message == (
+        "no downgrade message the baseline never printed among those kept, and 3 more not kept"
+        " (downgrade lines of templates past the ledger's bound per startup, not compared)"
+    )
