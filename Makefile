@@ -87,10 +87,12 @@ ci: bootstrap-test
 	@# make test has just run the suite on .venv's Python; the other supported ones follow,
 	@# less the tests that drive outside engines (dockerd, podman, a Prometheus fleet), whose
 	@# Python side the suite on .venv's Python has just covered (`make test-pythons` runs all).
-	@# CI_SKIP_MINORS: minors whose suite runs elsewhere (.ci/run: 3.13 inside Debian 13's root).
+	@# CI_SKIP_MINORS: minors whose suite runs elsewhere (.ci/run: 3.13 inside Debian 13's root);
+	@# CI_LIGHT_MINORS: minors run less the tests marked heavy (.ci/run: 3.12).
 	SENTINEL_MYPYC= SENTINEL_HOT_PATH=pure \
 		bash scripts/test-pythons.sh --skip-python $(BIN)/python \
-		$(foreach m,$(CI_SKIP_MINORS),--skip-minor $(m)) -m "not engines"
+		$(foreach m,$(CI_SKIP_MINORS),--skip-minor $(m)) \
+		$(foreach m,$(CI_LIGHT_MINORS),--light-minor $(m)) -m "not engines"
 	$(MAKE) --no-print-directory bench-smoke
 
 # The end-to-end under a real systemd PID 1 (as root): Debian 12 and 13 roots booted with

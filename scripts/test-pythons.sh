@@ -5,11 +5,14 @@
 # release of each minor). Without pyenv, the only interpreter tried is Debian's own python3, and
 # the script says so. In CI (CI=true) a missing minor is an error, never a silent skip.
 #
-#   scripts/test-pythons.sh [--skip-python PATH] [--skip-minor X.Y]... [pytest args...]
+#   scripts/test-pythons.sh [--skip-python PATH] [--skip-minor X.Y]... [--light-minor X.Y]...
+#                           [pytest args...]
 #
 # --skip-python leaves out the minor version of that interpreter (make ci passes .venv's python,
 # whose suite `make test` has just run); --skip-minor leaves out a minor version run elsewhere
-# (.ci/run: 3.13, whose suite runs on Debian 13's own python3 inside the booted root). Venvs live in .venvs/pyX.Y and are reused while
+# (.ci/run: 3.13, whose suite runs on Debian 13's own python3 inside the booted root);
+# --light-minor runs that minor's suite less the tests marked heavy (their equivalence runs do
+# not depend on the minor version; .ci/run keeps them on .venv's Python and 3.10). Venvs live in .venvs/pyX.Y and are reused while
 # pyproject.toml, setup.py and the C reader's source are unchanged.
 set -euo pipefail
 
@@ -19,10 +22,12 @@ say() { printf 'test-pythons: %s\n' "$*" >&2; }
 
 MINORS=(3.10 3.11 3.12 3.13)
 skip_minors=" "
+light_minors=" "
 while (($# >= 2)); do
     case $1 in
     --skip-python) skip_minors+="$("$2" -c 'import sys; print("%d.%d" % sys.version_info[:2])') " ;;
     --skip-minor) skip_minors+="$2 " ;;
+    --light-minor) light_minors+="$2 " ;;
     *) break ;;
     esac
     shift 2
@@ -99,7 +104,12 @@ for minor in "${MINORS[@]}"; do
     say "Python $minor: $("$venv/bin/python" --version 2>&1), running the suite"
     start=$SECONDS
     # -p no:cacheprovider: each interpreter's run must not reorder or skip by another's cache.
-    if "$venv/bin/python" -m pytest -q -p no:cacheprovider "$@"; then
+    light=()
+    if [[ $light_minors == *" $minor "* ]]; then
+        light=(-m "not engines and not heavy")  # after "$@": pytest takes the last -m
+        say "Python $minor: less the tests marked heavy (--light-minor)"
+    fi
+    if "$venv/bin/python" -m pytest -q -p no:cacheprovider "$@" "${light[@]}"; then
         result=passed
     else
         result=FAILED

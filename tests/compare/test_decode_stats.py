@@ -322,6 +322,7 @@ def _summaries(rates: st.SearchStrategy[float] | None = None) -> st.SearchStrate
 _summary = _summaries()
 
 
+@pytest.mark.heavy
 @hypothesis_settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     _summary,
@@ -374,6 +375,7 @@ def test_fit_residuals_equal_the_old_model(
     _same(new, old)
 
 
+@pytest.mark.heavy
 @hypothesis_settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
 @given(_summaries(st.sampled_from([0.0, 10.0, 12.0])), _summary)
 def test_compare_decode_with_zero_rates_is_the_old_one_without_them(

@@ -83,6 +83,7 @@ def mutate(rng: random.Random, line: str) -> str:
     return line
 
 
+@pytest.mark.heavy
 def test_hostile_lines_never_raise_in_any_stage(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

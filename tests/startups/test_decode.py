@@ -280,6 +280,7 @@ def test_phase_durations_from_first_lines() -> None:
     }
 
 
+@pytest.mark.heavy
 def test_simulation_meets_the_detector_targets() -> None:
     """Seeded, 60 runs per scenario: no change -> no directional verdict; 15 % slower ->
     regressed in >= 95 % of the runs with >= 30 like-load samples; median |ratio error| <= 0.03;

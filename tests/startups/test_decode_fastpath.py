@@ -15,6 +15,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -378,6 +379,7 @@ def _dump(state: DecodeState) -> tuple[str, str]:
     return json.dumps(state.summary()), json.dumps(state.to_dict())
 
 
+@pytest.mark.heavy
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     events=scenarios(),
