@@ -24,6 +24,7 @@ import json
 import socket
 import ssl
 import threading
+import time
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -97,6 +98,23 @@ class ApiEndpoint:
         return cls(parsed.hostname, parsed.port or 443, token_file, ca_file, node)
 
 
+class _TlsConnection(http.client.HTTPSConnection):
+    """HTTPS whose `sock` is the TLS socket already during the handshake, so that stop() can
+    shut it down there (http.client's own wraps the socket first, and until that returns,
+    `sock` is the plain socket, detached: shutting it down does nothing)."""
+
+    def __init__(self, host: str, port: int, *, timeout: float, context: ssl.SSLContext) -> None:
+        super().__init__(host, port, timeout=timeout, context=context)
+        self._tls = context
+
+    def connect(self) -> None:
+        http.client.HTTPConnection.connect(self)  # the TCP connection: self.sock
+        self.sock = self._tls.wrap_socket(
+            self.sock, server_hostname=self.host, do_handshake_on_connect=False
+        )
+        self.sock.do_handshake()
+
+
 class PodLabels:
     """The configured labels of this node's pods, kept up to date by a thread of its own.
 
@@ -125,15 +143,27 @@ class PodLabels:
         self._thread.start()
 
     def stop(self) -> None:
+        """Ends the thread: the flag, then the socket it may be blocked on shut down, again until
+        it has ended (a connection it opened meanwhile, or a socket still being wrapped for TLS
+        when first seen, is shut down on the next round)."""
         self._stop.set()
+        deadline = time.monotonic() + self._timeout
+        while True:
+            self._interrupt()
+            if self._thread is None:
+                return
+            self._thread.join(timeout=0.05)
+            if not self._thread.is_alive() or time.monotonic() >= deadline:
+                return
+
+    def _interrupt(self) -> None:
         with self._conn_lock:
             conn = self._conn
-        if conn is not None and conn.sock is not None:
-            # Ends a watch blocked in recv at once.
-            with contextlib.suppress(OSError):
-                conn.sock.shutdown(socket.SHUT_RDWR)
-        if self._thread is not None:
-            self._thread.join(timeout=self._timeout)
+        sock = conn.sock if conn is not None else None  # read once: the thread may close it
+        if sock is not None:
+            # Ends a list or watch blocked in recv at once.
+            with contextlib.suppress(OSError, ValueError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     # -- the thread -------------------------------------------------------------------------------
 
@@ -170,7 +200,7 @@ class PodLabels:
             context = ssl.create_default_context(cafile=str(e.ca_file))
         except (OSError, ssl.SSLError) as exc:
             raise KubeApiError(f"CA file {e.ca_file}: {_reason(exc)}") from None
-        conn = http.client.HTTPSConnection(e.host, e.port, timeout=timeout, context=context)
+        conn = _TlsConnection(e.host, e.port, timeout=timeout, context=context)
         with self._conn_lock:
             self._conn = conn
         return conn
@@ -193,7 +223,7 @@ class PodLabels:
                 conn.close()
                 raise KubeApiError("stopped")
             response = conn.getresponse()
-        except (OSError, http.client.HTTPException) as exc:
+        except (OSError, ValueError, http.client.HTTPException) as exc:
             conn.close()
             raise KubeApiError(_reason(exc)) from None
         if response.status != 200:
@@ -246,7 +276,7 @@ class PodLabels:
             while not self._stop.is_set():
                 try:
                     line = response.readline(MAX_LINE_BYTES + 1)
-                except (OSError, http.client.HTTPException) as exc:
+                except (OSError, ValueError, http.client.HTTPException) as exc:
                     raise KubeApiError(f"watch ended: {_reason(exc)}") from None
                 if not line:
                     return version  # the server ended it (timeoutSeconds): resume

@@ -4,10 +4,15 @@ every connection and never logged, TLS verified with the configured CA."""
 
 from __future__ import annotations
 
+import socket
+import sys
+import threading
+import time
+import traceback
 from pathlib import Path
 
 import pytest
-from kubeapi_standin import pod, serve
+from kubeapi_standin import make_ca, pod, serve
 from logfiles import PodDir, sglang_start
 from prometheus_client import generate_latest
 from sentinelproc import wait_until
@@ -15,7 +20,7 @@ from sentinelproc import wait_until
 from sglang_sentinel.config import load_config
 from sglang_sentinel.config.schema import KubernetesConfig
 from sglang_sentinel.daemon import Daemon
-from sglang_sentinel.daemon.kubeapi import pod_labels_of
+from sglang_sentinel.daemon.kubeapi import ApiEndpoint, PodLabels, pod_labels_of
 from sglang_sentinel.errors import ConfigError
 
 UNIT = "k8s:llm/sglang/server"
@@ -98,7 +103,8 @@ def test_labels_are_listed_then_watched_with_the_token_over_verified_tls(
             labels.stop()
             daemon.source.close()
             daemon.store.close()
-        assert labels._thread is not None and not labels._thread.is_alive()
+        assert labels._thread is not None
+        assert not labels._thread.is_alive(), _stack_of(labels._thread)
         seen = api.seen()
     node = {"fieldSelector": "spec.nodeName=node-a"}
     watch = {"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": "300"}
@@ -199,3 +205,32 @@ def test_the_config_checks_label_keys_the_api_url_and_the_node() -> None:
         "command line: kubernetes.api_url: expected https://HOST[:PORT], got 'http://10.0.0.1'",
         "command line: kubernetes.node_name: not a node name: 'Node_A'",
     ]
+
+
+def test_stop_ends_a_thread_blocked_in_the_tls_handshake(tmp_path: Path) -> None:
+    """An API server that accepts the connection and never answers the TLS handshake: stop()
+    ends the thread at once, not after the connection's timeout (the socket being wrapped for
+    TLS was not the one stop() shut down)."""
+    ca, _key = make_ca(tmp_path)
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    with socket.create_server(("127.0.0.1", 0)) as mute:  # never accept()ed: no ServerHello
+        endpoint = ApiEndpoint("127.0.0.1", mute.getsockname()[1], tmp_path / "token", ca, "n")
+        labels = PodLabels(endpoint, ("app",), timeout=20.0)
+        labels.start()
+        wait_until(lambda: _handshaking(labels), 15, "the client's TLS handshake")
+        began = time.monotonic()
+        labels.stop()
+        took = time.monotonic() - began
+    assert labels._thread is not None and not labels._thread.is_alive()
+    assert took < 10.0, f"stop() took {took:.1f} s (the connection's timeout is 20 s)"
+
+
+def _handshaking(labels: PodLabels) -> bool:
+    conn = labels._conn
+    return conn is not None and conn.sock is not None
+
+
+def _stack_of(thread: threading.Thread) -> str:
+    """Where a thread that should have ended is (for the failure message)."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    return "".join(traceback.format_stack(frame)) if frame is not None else "(no frame)"
