@@ -171,6 +171,8 @@ _NAME_VALUE = re.compile(
     r"""(?:'(?P<sq>[^'\n]*)'|"(?P<dq>[^"\n]*)"|(?P<bare>[^\s,;&?='"()\[\]{}<>]+))"""
 )
 _NAME_SEP = re.compile(r"""(?<![\w-])(?P<name>[A-Za-z_][\w-]*)["']?[ \t]*[:=][ \t]*""")
+# What comes before a name that counts: `#`, or `#` and one word (`#full token`, `#swa token`).
+_COUNT_MARK = re.compile(r"#(?:[A-Za-z]+ )?$")
 _VALUE_AT = re.compile(r"""'(?P<sq>[^'\n]*)'|"(?P<dq>[^"\n]*)"|(?P<bare>[^\s,;&?'"()\[\]{}]+)""")
 _SECRET_NAME_IN_TEXT = re.compile(r"""(?<![\w-])(?P<name>[A-Za-z_][\w-]*)["']?\s*[:=]""")
 _FLAG_VALUE = re.compile(
@@ -515,6 +517,14 @@ def _scrub(text: str, *, provider_anywhere: bool) -> str:
     return text
 
 
+def _is_token_count(text: str, start: int, name: str) -> bool:
+    """`#token: 90000`, `#new-token: 7`, `#full token: 519`: SGLang's batch lines count tokens
+    after a `#` (the caller has checked that the value is digits)."""
+    return _words(name)[-1:] == ["token"] and bool(
+        _COUNT_MARK.search(text, max(0, start - 16), start)
+    )
+
+
 def _scrub_scheme_values(text: str) -> str:
     """`token X`, `HF_TOKEN X`: the value after a scheme word or a secret's name (see
     _SCHEME_VALUE for which values count)."""
@@ -562,6 +572,8 @@ def _scrub_pairs(text: str) -> str:
             bare = value.group("bare").lower()
             if bare in _UNSET_TEXT or bare in _AUTH_SCHEMES or value.group("bare") == REDACTED:
                 continue  # unset, or `Authorization: Bearer X` (the Bearer rule takes X)
+            if bare.isdigit() and _is_token_count(text, found.start(), found.group("name")):
+                continue
             replacement = REDACTED
         elif value.group("sq") is not None:
             replacement = f"'{REDACTED}'"

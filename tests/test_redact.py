@@ -255,6 +255,14 @@ def test_launch_flags_normalizes_equals_and_redacts_again() -> None:
         ("password=None", "password=None"),
         ("max_total_num_tokens=507050, max_running_requests=48", "max_total_num_tokens=507050, max_running_requests=48"),
         ("sk-short", "sk-short"),
+        # SGLang's batch lines count tokens after `#`: counts, not credentials.
+        ("Decode batch, #running-req: 48, #token: 90000, token usage: 0.42", "Decode batch, #running-req: 48, #token: 90000, token usage: 0.42"),
+        ("Decode batch. #full token: 519, full token usage: 0.00, #swa token: 519", "Decode batch. #full token: 519, full token usage: 0.00, #swa token: 519"),
+        ("Prefill batch. #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00", "Prefill batch. #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00"),
+        # ... but only a count: anything else there, and a number after a plain `token:`, is redacted.
+        ("#token: hf_abc", f"#token: {REDACTED}"),
+        ("token: 90000", f"token: {REDACTED}"),
+        ("#api_key: 90000", f"#api_key: {REDACTED}"),
         ("Disable piecewise CUDA graph because --disable-piecewise-cuda-graph is set", "Disable piecewise CUDA graph because --disable-piecewise-cuda-graph is set"),
     ],
 )  # fmt: skip
