@@ -11,7 +11,7 @@ pack/       the bundled rule pack (package data; the checkout's top-level rules/
 from .files import check_rules, default_policy_path, default_rules_dir, load_rules
 from .matcher import Matcher, MemoMatcher
 from .ruleset import BatchMatch, RuleSet
-from .shapes import LINE_START_RE, split_prefix
+from .shapes import LINE_START_RE, split_prefix, strip_wrappers
 
 __all__ = [
     "LINE_START_RE",
@@ -24,4 +24,5 @@ __all__ = [
     "default_rules_dir",
     "load_rules",
     "split_prefix",
+    "strip_wrappers",
 ]

@@ -35,7 +35,7 @@ from ..model import (
     StartupRecord,
 )
 from ..redact import launch_flags, redact_cmdline, scrub_text
-from ..rules import LINE_START_RE, BatchMatch, Matcher
+from ..rules import LINE_START_RE, BatchMatch, Matcher, strip_wrappers
 from ..serverargs import BalanceScanner, normalized_settings, parse_server_args
 from ..state import builder_from_json, builder_to_json
 from ..text import clean_message
@@ -651,7 +651,7 @@ class StartupTracker:
         b = self._service_builder(entry, ts)
         self._last_service = b
         if b.server_args_pending is not None:
-            if not LINE_START_RE.match(entry.message):
+            if not _starts_sglang_line(entry.message):
                 # journald split an over-long server_args line; this entry is its continuation.
                 self._extend_server_args(b, entry.message)
                 self._dirty.add(b.invocation_id)
@@ -927,6 +927,14 @@ def _cause(exc: Exception) -> Exception:
     if isinstance(exc, _StageFault) and isinstance(exc.__cause__, Exception):
         return exc.__cause__
     return exc
+
+
+def _starts_sglang_line(message: str) -> bool:
+    """A new SGLang line (its `[time ...]` prefix), also inside the wrappers other tools put
+    before it (a Ray actor's, docker compose's): never the continuation of a split line."""
+    return LINE_START_RE.match(message) is not None or (
+        not message.startswith("[") and LINE_START_RE.match(strip_wrappers(message)) is not None
+    )
 
 
 def _add_hits(rule_id: str, lines: int, *counts: dict[str, int]) -> None:

@@ -417,6 +417,31 @@ def test_a_new_sglang_line_ends_a_split_line_that_never_balanced(tmp_path: Path)
     assert c.record.server_args == {"model_path": "/m", "tp_size": 4}
 
 
+@pytest.mark.parametrize(
+    "wrapper", ["(SGLangEngine pid=206831) ", "sglang-1  | ", "2026-03-09T21:31:11.5Z "]
+)
+def test_a_new_wrapped_sglang_line_ends_a_split_line_that_never_balanced(
+    tmp_path: Path, wrapper: str
+) -> None:
+    """The same with every line wrapped (a Ray actor's, docker compose's prefix): the wrapped
+    SGLang line is a new line, not a continuation of the split one."""
+    s = StartupScript(unit=UNIT, start="2026-03-09 21:31:07")
+    s.started("2026-03-09 21:31:07")
+    s.line(
+        wrapper
+        + "[2026-03-09 21:31:11] server_args=ServerArgs(model_path='/m', tp_size=4, x=[1, 2",
+        when="2026-03-09 21:31:11",
+    )
+    s.line(wrapper + "[2026-03-09 21:32:10] The server is fired up and ready to roll!",
+           when="2026-03-09 21:32:10")  # fmt: skip
+    journal = journal_of(tmp_path, [s])
+    p = open_pipeline(journal, tmp_path / "state")
+    p.process()
+    [c] = p.commit()  # not held: the wrapped prefixed line ended the split line
+    assert c.record.outcome == "ready"
+    assert c.record.server_args == {"model_path": "/m", "tp_size": 4}
+
+
 def test_a_long_split_line_costs_linear_time(tmp_path: Path) -> None:
     """6 MiB of server_args in 48 KiB journald parts: one scan of the text, not one per part
     (it was 21.8 s for 1 MiB); the part over the 1 MiB cap is dropped, as a scan drops it.
