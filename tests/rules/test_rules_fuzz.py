@@ -148,10 +148,12 @@ def test_long_adversarial_lines_are_bounded() -> None:
 
 
 def test_one_megabyte_line() -> None:
-    start = time.perf_counter()
+    # CPU time of this thread (~0.03 s): the matcher's work, not the time a loaded machine
+    # gave the core to others (wall time there was 4x the CPU time and more).
+    start = time.thread_time()
     check("[2026-03-09 21:34:27 TP0] Decode batch, " + "#running-req: 1, " * 60_000)
     check("x" * 1_000_000)
-    assert time.perf_counter() - start < 0.5
+    assert time.thread_time() - start < 0.5
 
 
 def test_pack_loads_from_a_copy(tmp_path: Path) -> None:

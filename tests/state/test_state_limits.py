@@ -94,9 +94,11 @@ def test_a_sighup_with_an_oversized_rules_file_keeps_the_running_rules_at_once(
     try:
         running = daemon.rules
         _big_rules(rules_dir, 12 * MAX_FILE_BYTES)
-        started = time.monotonic()
+        # CPU time of this thread, which does the reload: parsing the 12 MiB would cost seconds
+        # of it, while on a loaded machine wall time also counts the waits for a core.
+        started = time.thread_time()
         daemon.reload()
-        assert time.monotonic() - started < 1.0
+        assert time.thread_time() - started < 1.0
         assert daemon.stats.rule_load_errors == 1
         assert daemon.rules is running
     finally:
