@@ -100,20 +100,23 @@ class ApiEndpoint:
 
 
 class _TlsConnection(http.client.HTTPSConnection):
-    """HTTPS whose `sock` is the TLS socket already during the handshake, so that stop() can
-    shut it down there (http.client's own wraps the socket first, and until that returns,
-    `sock` is the plain socket, detached: shutting it down does nothing)."""
+    """HTTPS whose TLS socket stop() can shut down whatever the request is doing: `tls` is set
+    before the handshake (http.client's own wraps the socket first, and until that returns,
+    `sock` is the plain socket, detached: shutting it down does nothing) and kept while a
+    response reads it (a response that will close, HTTP/1.0 or `Connection: close`, takes the
+    socket and http.client sets `sock` to None)."""
 
     def __init__(self, host: str, port: int, *, timeout: float, context: ssl.SSLContext) -> None:
         super().__init__(host, port, timeout=timeout, context=context)
         self._tls = context
+        self.tls: ssl.SSLSocket | None = None
 
     def connect(self) -> None:
         http.client.HTTPConnection.connect(self)  # the TCP connection: self.sock
-        self.sock = self._tls.wrap_socket(
+        self.sock = self.tls = self._tls.wrap_socket(
             self.sock, server_hostname=self.host, do_handshake_on_connect=False
         )
-        self.sock.do_handshake()
+        self.tls.do_handshake()
 
 
 class PodLabels:
@@ -131,7 +134,7 @@ class PodLabels:
         self._pods: Mapping[str, Mapping[str, str]] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._conn: http.client.HTTPSConnection | None = None
+        self._conn: _TlsConnection | None = None
         self._conn_lock = threading.Lock()
         self._watched = False  # a watch since the last list had an event or lasted
         self.lists = 0  # successful lists (a test waits on them)
@@ -161,9 +164,9 @@ class PodLabels:
     def _interrupt(self) -> None:
         with self._conn_lock:
             conn = self._conn
-        sock = conn.sock if conn is not None else None  # read once: the thread may close it
+        sock = conn.tls if conn is not None else None
         if sock is not None:
-            # Ends a list or watch blocked in recv at once.
+            # Ends a list or watch blocked in recv at once (closed already: nothing to do).
             with contextlib.suppress(OSError, ValueError):
                 sock.shutdown(socket.SHUT_RDWR)
 
@@ -204,7 +207,7 @@ class PodLabels:
         params = {"fieldSelector": f"spec.nodeName={self.endpoint.node}", **extra}
         return "/api/v1/pods?" + urllib.parse.urlencode(params)
 
-    def _connect(self, timeout: float) -> http.client.HTTPSConnection:
+    def _connect(self, timeout: float) -> _TlsConnection:
         e = self.endpoint
         try:
             context = ssl.create_default_context(cafile=str(e.ca_file))
@@ -275,6 +278,7 @@ class PodLabels:
     def _watch(self, version: str) -> str:
         """Changes from `version` on, until the server ends the watch; the last version seen."""
         conn = self._connect(WATCH_SECONDS + self._timeout)
+        response = None
         try:
             query = self._query(
                 watch="true",
@@ -303,6 +307,8 @@ class PodLabels:
                 worked = self._watched = True
             return version
         finally:
+            if response is not None:
+                response.close()  # a response that will close holds the socket, not conn
             conn.close()
 
     def _event(self, line: bytes, version: str) -> str:

@@ -297,6 +297,29 @@ def test_stop_ends_a_thread_blocked_in_the_tls_handshake(tmp_path: Path) -> None
     assert took < 10.0, f"stop() took {took:.1f} s (the connection's timeout is 20 s)"
 
 
+def test_stop_ends_a_thread_reading_a_watch_the_server_will_close(tmp_path: Path) -> None:
+    """The stand-in answers the watch in HTTP/1.0 (so would any server saying Connection:
+    close): http.client hands the socket to the response and forgets it, so stop() found none
+    to shut down and waited its timeout with the thread still reading."""
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    with serve(tmp_path) as (api, ca):
+        api.pods = [pod("llm", POD, {"app": "sglang"})]
+        endpoint = ApiEndpoint("127.0.0.1", api.port, tmp_path / "token", ca, "node-a")
+        labels = PodLabels(endpoint, ("app",), timeout=20.0)
+        labels.start()
+        try:
+            wait_until(lambda: labels.lists >= 1, 5, "the pod list")
+            api.push("MODIFIED", pod("llm", POD, {"app": "sglang2"}, "101"))
+            wait_until(lambda: labels.labels()[f"llm/{POD}"] == {"label_app": "sglang2"}, 5, "it")
+        finally:  # the watch is open, its thread blocked reading the next event
+            began = time.monotonic()
+            labels.stop()
+            took = time.monotonic() - began
+        assert labels._thread is not None
+        assert not labels._thread.is_alive(), _stack_of(labels._thread)
+    assert took < 10.0, f"stop() took {took:.1f} s (the connection's timeout is 20 s)"
+
+
 def _handshaking(labels: PodLabels) -> bool:
     conn = labels._conn
     return conn is not None and conn.sock is not None
