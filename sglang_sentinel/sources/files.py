@@ -30,6 +30,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import select
 import time
 from collections.abc import Generator, Iterator, Mapping, Sequence
@@ -781,13 +782,17 @@ class FileSource:
                     ):
                         text = head[8:-2]
                         ts = rest[-32:-2]
-                        if b"\\" in text:
+                        if b'"' in text:
                             # moby writes a quote as \"; a text whose every backslash starts
-                            # one is exact with them replaced, any other escape is JSON's.
-                            if text.count(b"\\") == text.count(b'\\"'):
+                            # one is exact with them replaced, any other escape is JSON's. A
+                            # bare quote is no JSON: two records run together (a crash's hole).
+                            n = text.count(b'\\"')
+                            if text.count(b"\\") == n == text.count(b'"'):
                                 text = text.replace(b'\\"', b'"')
                             else:
                                 text = None
+                        elif b"\\" in text:
+                            text = None
                 else:
                     parts = line.split(b" ", 3)
                     if len(parts) == 4 and parts[2] == b"F":
@@ -839,15 +844,16 @@ class FileSource:
         """(text, time) of a line the fast path of _read_file does not cut apart: any form, a
         piece of a split line, after a restart or a lost position; None when nothing is
         handed out for it (a piece held, a line handed out before, a corrupt line)."""
-        parsed = _parse_docker(line) if stream.fmt == "docker" else _parse_cri(line)
-        if parsed is None:
+        got = self._parse(stream.fmt, line)
+        if got is None and b"\0" in line:
+            # A hole of NUL bytes where a host crash lost the end of the file (the size was
+            # written, the data not): the engine appended after it, so the record past the
+            # last NUL is whole (a JSON record has none of its own: moby/moby#53631).
+            got = self._parse(stream.fmt, line[line.rfind(b"\0") + 1 :])
+        if got is None:
             self.corrupt_reads += 1
             return None
-        text, ts, out, partial = parsed
-        t_us = parse_time_us(ts, self._time_cache)
-        if t_us is None:
-            self.corrupt_reads += 1
-            return None
+        text, t_us, out, partial = got
         if pos.skip_us:
             if t_us <= pos.skip_us:
                 return None
@@ -872,6 +878,15 @@ class FileSource:
             held[0] += text[: max(MAX_LINE_BYTES - len(held[0]), 0)]
             text, t_us = bytes(held[0]), held[2]
         return text, t_us
+
+    def _parse(self, fmt: LineFormat, line: bytes) -> tuple[bytes, int, bytes, bool] | None:
+        """(text, time, output, partial) of a line, None when it is not the layout's format."""
+        parsed = _parse_docker(line) if fmt == "docker" else _parse_cri(line)
+        if parsed is None:
+            return None
+        text, ts, out, partial = parsed
+        t_us = parse_time_us(ts, self._time_cache)
+        return None if t_us is None else (text, t_us, out, partial)
 
     @staticmethod
     def _start_of(stream: Stream, pos: _Position, text: bytes, t_us: int) -> str:
@@ -937,6 +952,7 @@ class FileSource:
 _DOCKER_HEAD = b'{"log":"'
 _DOCKER_STREAM = b'","stream":"'
 _DOCKER_TIME = b'","time":"'
+_SURROGATE = re.compile("[\ud800-\udc7f\udd00-\udfff]")
 
 
 def _less(left: int | None, n: int) -> int | None:
@@ -957,7 +973,7 @@ def _parse_docker(line: bytes) -> tuple[bytes, bytes, bytes, bool] | None:
             partial = not body.endswith(b"\\n")
             if not partial:
                 body = body[:-2]
-            if b"\\" not in body:
+            if b"\\" not in body and b'"' not in body:
                 return body, line[when + 10 : -3], line[cut + 12 : when], partial
     try:
         obj = json.loads(line)
@@ -969,7 +985,12 @@ def _parse_docker(line: bytes) -> tuple[bytes, bytes, bytes, bool] | None:
         return None
     out = obj.get("stream")
     output = out.encode() if isinstance(out, str) else b""
-    raw = text.encode("utf-8", "surrogateescape")
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        # An escaped lone surrogate (`\ud800`; moby writes none, another writer may): not
+        # text: read as U+FFFD, as an invalid byte is (surrogateescape keeps \udc80-\udcff).
+        raw = _SURROGATE.sub("\ufffd", text).encode("utf-8", "surrogateescape")
     if raw.endswith(b"\n"):
         return raw[:-1], ts.encode(), output, False
     return raw, ts.encode(), output, True
