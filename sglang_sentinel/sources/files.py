@@ -19,7 +19,8 @@ newline, CRI tag `P`) is joined before any rule sees it; until its last piece is
 stream's saved position stays before the first piece, so a restart reads the whole line again.
 
 Files that vanish. A file removed while it is read is read to its end through the open file; a
-file truncated under the reader (copytruncate) is read again from its start and counted.
+file truncated under the reader (shorter than the position, or another first line) is read on
+in a copy of it when there is one (copytruncate's `.1`), else again from its start, counted.
 """
 
 from __future__ import annotations
@@ -484,6 +485,10 @@ class FileSource:
             pos = self._positions[stream.key] = _Position()
         if not pos.found and not self._locate(stream, pos):
             return 0
+        # Truncated and written again past the position since the last read (copytruncate, a
+        # `truncate -s 0` while the engine writes on): found by its first line, before reading
+        # from the middle of another line.
+        self._check_truncation(stream, pos)
         n = 0
         # Never the same file twice in one round (an empty rotated file has no identity to be
         # told from the others by); a file made again under a name is another file.
@@ -495,7 +500,7 @@ class FileSource:
                 return n
             newer = self._newer_files(stream, pos)
             if not newer:
-                if self._check_truncation(pos):
+                if self._check_truncation(stream, pos):
                     continue  # read again from its start
                 if stream.key not in self._listed and not pos.pieces and self._unlinked(pos):
                     # Its files are gone (`docker rm`, a deleted pod) and this one is read to
@@ -528,6 +533,11 @@ class FileSource:
                 if found and self._enter(pos, path, pos.offset):
                     return True
                 unsure = unsure or found is None or bool(found)
+            # Not there by its inode: a copy of it (logrotate's copytruncate copied it to `.1`
+            # and truncated it while we were stopped) goes on where the position was.
+            copy = self._copy_of(files, pos)
+            if copy is not None and self._enter(pos, copy, pos.offset):
+                return True
             pos.pieces.clear()
             pos.replay_until, pos.replay = 0, {}
             if unsure:
@@ -554,11 +564,14 @@ class FileSource:
         return bool(self._identify(pos, path))
 
     @staticmethod
-    def _identify(pos: _Position, path: Path) -> bool | None:
-        """Whether `path` is the position's file; None when that cannot be told (it vanished
-        between the listing and the look, or its first bytes cannot be read)."""
+    def _identify(pos: _Position, path: Path, by_content: bool = False) -> bool | None:
+        """Whether `path` is the position's file (`by_content`: or a copy of it, any inode);
+        None when that cannot be told (it vanished between the listing and the look, or its
+        first bytes cannot be read)."""
         gz = path.name.endswith(".gz")
-        if not gz:
+        if by_content and pos.fplen == 0:
+            return False  # an empty file's copy is nothing to go on in
+        if not gz and not by_content:
             try:
                 st = os.stat(path)
             except OSError:
@@ -665,23 +678,52 @@ class FileSource:
             return False
         return (st.st_dev, st.st_ino) == (pos.dev, pos.ino)
 
-    def _check_truncation(self, pos: _Position) -> bool:
-        """Whether the newest file got shorter than the position in it (truncated in place);
-        if so the position is moved to its start."""
+    def _check_truncation(self, stream: Stream, pos: _Position) -> bool:
+        """Whether the position's file was truncated in place: shorter than the position in
+        it, or its first line another one (written again past the position). If so the
+        position goes on in a copy of what it was (copytruncate's `.1`), else at its start."""
         if pos.fh is None or pos.gz:
             return False
         try:
-            size = os.fstat(pos.fh.fileno()).st_size
+            fd = pos.fh.fileno()
+            size = os.fstat(fd).st_size
+            if size >= pos.offset:
+                if not pos.fp_whole or not pos.fplen:
+                    return False  # _refresh_fingerprint follows a first line still written
+                if _fingerprint(os.pread(fd, pos.fplen, 0)) == pos.fp:
+                    return False
         except OSError:
             return False
-        if size >= pos.offset:
-            return False
         assert pos.path is not None
-        self._truncated(pos.path, pos)
+        path = pos.path
+        copy = self._copy_of(self._files(stream), pos)
+        if copy is not None and copy != path and self._enter(pos, copy, pos.offset):
+            log.info("log_file_copied_and_truncated", file=str(path), copy=str(copy))
+            return True
+        self._truncated(path, pos)
         pos.fh.seek(0)
         pos.offset = 0
         pos.buf = None
+        pos.previous = None
+        try:
+            head = _first_line(os.pread(fd, FINGERPRINT_BYTES, 0))
+        except OSError:
+            head = b""
+        # Its identity from now on (a cursor naming the old first line finds it no more).
+        pos.fp, pos.fplen, pos.fp_whole = _fingerprint(head), len(head), _whole(head)
         return True
+
+    def _copy_of(self, files: Sequence[Path], pos: _Position) -> Path | None:
+        """A file of `files` with the content the position is in, up to its offset (another
+        inode: a copy), None when there is none."""
+        for path in files:
+            if self._identify(pos, path, by_content=True) and not self._same_inode(path, pos):
+                try:
+                    if path.name.endswith(".gz") or os.stat(path).st_size >= pos.offset:
+                        return path
+                except OSError:
+                    continue
+        return None
 
     def _read_file(
         self, stream: Stream, pos: _Position, fh: IO[bytes], left: int | None

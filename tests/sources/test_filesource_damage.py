@@ -1,8 +1,11 @@
 """The file source on damaged or unusual log files, with the C reader of common lines and
-without it: a hole of NUL bytes a host crash left, an escaped lone surrogate in a record."""
+without it: a hole of NUL bytes a host crash left, an escaped lone surrogate in a record, a
+file truncated in place (logrotate's copytruncate, `truncate -s 0`) while read or stopped."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -123,3 +126,99 @@ def test_an_escaped_lone_surrogate_is_a_replacement_character(tmp_path: Path, re
         "b",
     ]
     assert source.corrupt_reads == 0
+
+
+def resumed(root: Path, cursor: str | None, reader: str) -> FileSource:
+    """A new reader (a restarted daemon) at a saved cursor."""
+    assert cursor is not None
+    source = source_of(DockerLayout(root, ["sglang"]), reader)
+    assert source.seek_cursor(cursor)
+    return source
+
+
+def copytruncate(c: DockerDir) -> None:
+    """logrotate's copytruncate: the live file copied to `.1`, then truncated in place (the
+    engine writes on at its end, O_APPEND: from offset 0)."""
+    shutil.copy(c.live, c.dir / f"{c.cid}-json.log.1")
+    os.truncate(c.live, 0)
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_copytruncate_between_reads_reads_the_copys_rest_then_the_new_lines(
+    tmp_path: Path, reader: str
+) -> None:
+    """A line written after the last read and before the copy is read from the copy."""
+    c = DockerDir(tmp_path, CID, "sglang")
+    c.line("old 0")
+    c.line("old 1")
+    source = source_of(DockerLayout(tmp_path, ["sglang"]), reader)
+    assert [text for text, _ in read(source)] == ["old 0", "old 1"]
+    c.line("old 2")
+    copytruncate(c)
+    c.line("new 0")
+    assert [text for text, _ in read(source)] == ["old 2", "new 0"]
+    c.line("new 1")
+    assert [text for text, _ in read(source)] == ["new 1"]
+    assert (source.corrupt_reads, source.truncated_reads) == (0, 0)
+    # A restart goes on where it was: nothing twice.
+    c.line("new 2")
+    assert [text for text, _ in read(resumed(tmp_path, source.cursor(), reader))] == ["new 2"]
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_truncated_and_written_past_the_position_between_reads_is_read_from_its_start(
+    tmp_path: Path, reader: str
+) -> None:
+    """No copy, and the file longer again than the position by the next read: it was read
+    from the position, the middle of a line (corrupt) and the lines before it lost."""
+    c = DockerDir(tmp_path, CID, "sglang")
+    c.line("old")
+    source = source_of(DockerLayout(tmp_path, ["sglang"]), reader)
+    assert [text for text, _ in read(source)] == ["old"]
+    os.truncate(c.live, 0)
+    for i in range(3):
+        c.line(f"new {i}")
+    assert [text for text, _ in read(source)] == ["new 0", "new 1", "new 2"]
+    assert (source.corrupt_reads, source.truncated_reads) == (0, 1)
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_a_file_truncated_while_read_is_found_again_after_a_restart(
+    tmp_path: Path, reader: str
+) -> None:
+    """The position takes the file's new first line: a restart read it whole again (its saved
+    identity was the first line before the truncation)."""
+    c = DockerDir(tmp_path, CID, "sglang")
+    for i in range(3):
+        c.line(f"old {i}")
+    source = source_of(DockerLayout(tmp_path, ["sglang"]), reader)
+    assert len(read(source)) == 3
+    os.truncate(c.live, 0)
+    c.line("new 0")
+    assert [text for text, _ in read(source)] == ["new 0"]
+    c.line("new 1")
+    assert [text for text, _ in read(source)] == ["new 1"]
+    again = resumed(tmp_path, source.cursor(), reader)
+    assert read(again) == []
+    c.line("new 2")
+    assert [text for text, _ in read(again)] == ["new 2"]
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_copytruncate_while_stopped_reads_every_line_once(tmp_path: Path, reader: str) -> None:
+    """The saved file is the copy now (another inode, the same first line): the rest of it,
+    then the live file; the copy was read whole again, every line before the stop twice."""
+    c = DockerDir(tmp_path, CID, "sglang")
+    c.line("server_args=ServerArgs(tp_size=1)")
+    c.line("old 1")
+    source = source_of(DockerLayout(tmp_path, ["sglang"]), reader)
+    first = read(source)
+    assert len(first) == 2
+    cursor = source.cursor()
+    source.close()
+    c.line("old 2")
+    copytruncate(c)
+    c.line("new 0")
+    rest = read(resumed(tmp_path, cursor, reader))
+    assert [text for text, _ in rest] == ["old 2", "new 0"]
+    assert {start for _, start in rest} == {first[0][1]}
