@@ -100,16 +100,37 @@ class ApiEndpoint:
 
 
 class _TlsConnection(http.client.HTTPSConnection):
-    """HTTPS whose TLS socket stop() can shut down whatever the request is doing: `tls` is set
-    before the handshake (http.client's own wraps the socket first, and until that returns,
-    `sock` is the plain socket, detached: shutting it down does nothing) and kept while a
-    response reads it (a response that will close, HTTP/1.0 or `Connection: close`, takes the
+    """HTTPS whose socket stop() can shut down whatever the request is doing: `tcp` is set
+    before the TCP connection is made (http.client's own sets `sock` once it is), `tls` before
+    the handshake (http.client's own wraps the socket first, and until that returns, `sock` is
+    the plain socket, detached: shutting it down does nothing), and both are kept while a
+    response reads (a response that will close, HTTP/1.0 or `Connection: close`, takes the
     socket and http.client sets `sock` to None)."""
 
     def __init__(self, host: str, port: int, *, timeout: float, context: ssl.SSLContext) -> None:
         super().__init__(host, port, timeout=timeout, context=context)
         self._tls = context
+        self._create_connection = self._dial
+        self.tcp: socket.socket | None = None
         self.tls: ssl.SSLSocket | None = None
+
+    def _dial(
+        self, address: tuple[str, int], timeout: float, source: object = None
+    ) -> socket.socket:
+        """socket.create_connection, each socket made known (as `tcp`) before it connects."""
+        error: OSError | None = None
+        for family, kind, proto, _name, peer in socket.getaddrinfo(
+            *address, type=socket.SOCK_STREAM
+        ):
+            sock = self.tcp = socket.socket(family, kind, proto)
+            try:
+                sock.settimeout(timeout)
+                sock.connect(peer)
+                return sock
+            except OSError as exc:
+                sock.close()
+                error = exc
+        raise error or OSError(f"no address for {address[0]}")
 
     def connect(self) -> None:
         http.client.HTTPConnection.connect(self)  # the TCP connection: self.sock
@@ -164,11 +185,12 @@ class PodLabels:
     def _interrupt(self) -> None:
         with self._conn_lock:
             conn = self._conn
-        sock = conn.tls if conn is not None else None
-        if sock is not None:
-            # Ends a list or watch blocked in recv at once (closed already: nothing to do).
-            with contextlib.suppress(OSError, ValueError):
-                sock.shutdown(socket.SHUT_RDWR)
+        for sock in (conn.tcp, conn.tls) if conn is not None else ():
+            if sock is not None:
+                # Ends a connect, handshake, list or watch blocked at once (a socket closed
+                # already: nothing to do).
+                with contextlib.suppress(OSError, ValueError):
+                    sock.shutdown(socket.SHUT_RDWR)
 
     # -- the thread -------------------------------------------------------------------------------
 

@@ -297,6 +297,29 @@ def test_stop_ends_a_thread_blocked_in_the_tls_handshake(tmp_path: Path) -> None
     assert took < 10.0, f"stop() took {took:.1f} s (the connection's timeout is 20 s)"
 
 
+def test_stop_ends_a_thread_whose_connection_is_not_answered(tmp_path: Path) -> None:
+    """An API server whose SYNs go unanswered (unreachable, or here a listener whose queue is
+    full): stop() ends the thread at once, not after the connection's timeout (no socket was
+    there to shut down until the TCP connection was made)."""
+    ca, _key = make_ca(tmp_path)
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    with socket.create_server(("127.0.0.1", 0), backlog=0) as full:
+        address = full.getsockname()
+        with socket.create_connection(address, timeout=5):  # fills the accept queue
+            with pytest.raises(TimeoutError):  # so a SYN now goes unanswered
+                socket.create_connection(address, timeout=0.3).close()
+            endpoint = ApiEndpoint("127.0.0.1", address[1], tmp_path / "token", ca, "n")
+            labels = PodLabels(endpoint, ("app",), timeout=20.0)
+            labels.start()
+            wait_until(lambda: labels._conn is not None, 5, "the client's connection")
+            began = time.monotonic()
+            labels.stop()
+            took = time.monotonic() - began
+    assert labels._thread is not None
+    assert not labels._thread.is_alive(), _stack_of(labels._thread)
+    assert took < 10.0, f"stop() took {took:.1f} s (the connection's timeout is 20 s)"
+
+
 def test_stop_ends_a_thread_reading_a_watch_the_server_will_close(tmp_path: Path) -> None:
     """The stand-in answers the watch in HTTP/1.0 (so would any server saying Connection:
     close): http.client hands the socket to the response and forgets it, so stop() found none
