@@ -4,8 +4,11 @@ file truncated in place (logrotate's copytruncate, `truncate -s 0`) while read o
 
 from __future__ import annotations
 
+import gc
+import json
 import os
 import shutil
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -222,3 +225,39 @@ def test_copytruncate_while_stopped_reads_every_line_once(tmp_path: Path, reader
     rest = read(resumed(tmp_path, cursor, reader))
     assert [text for text, _ in rest] == ["old 2", "new 0"]
     assert {start for _, start in rest} == {first[0][1]}
+
+
+def test_the_layout_forgets_removed_containers_and_keeps_only_their_names(
+    tmp_path: Path,
+) -> None:
+    """Every container of the host is listed (its name is only in its config.v2.json). The
+    layout kept the whole parsed config of every container it ever saw, for the daemon's
+    life: a host running thousands of short jobs grew it without bound. Now only the names of
+    the containers there, as of the last listing."""
+    layout = DockerLayout(tmp_path, ["sglang"])
+    DockerDir(tmp_path, CID, "sglang").line("watched")
+    env = [f"VAR_{i}={'v' * 40}" for i in range(100)]  # a config.v2.json of ~6 KB, as real ones
+    jobs = []
+    for n in range(100):
+        cid = f"{n:02x}" * 32
+        jobs.append(tmp_path / "containers" / cid)
+        jobs[-1].mkdir()
+        doc = {"ID": cid, "Name": f"/job-{n}", "Config": {"Env": env}}
+        (jobs[-1] / "config.v2.json").write_text(json.dumps(doc))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        assert [s.target for s in layout.streams()] == ["docker:sglang"]
+        listed = tracemalloc.get_traced_memory()[0] - before
+        for job in jobs[1:]:
+            shutil.rmtree(job)
+        assert [s.target for s in layout.streams()] == ["docker:sglang"]
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert listed < 300_000, listed  # 101 paths, names and stamps (was 1.2 MB of configs)
+    assert kept < 20_000, kept  # 2 of them (was all 101, 1.2 MB)
+    names = {path.parent.name: name for path, (_, name) in layout._names.items()}
+    assert names == {jobs[0].name: "job-0", CID: "sglang"}
