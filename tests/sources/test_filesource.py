@@ -358,6 +358,24 @@ def test_inotify_fd_wakes_on_a_new_line_and_a_new_file(tmp_path: Path) -> None:
         ("sglang-7d9f8b6c4d-x2kqz", "sglang"),  # Deployment
         ("sglang-decode-5f6d7c8b9-h4jzt", "sglang-decode"),
         ("node-agent-x2kqz", "node-agent"),  # DaemonSet, Job
+        # A long Deployment's pods: NAME-HASH- cut to 58 characters before the random 5
+        # (names.SimpleNameGenerator): in the hash, right after it, or after NAME's dash.
+        (
+            "sglang-qwen3-coder-480b-a35b-instruct-fp8-server-7d9f8b6c4x2kqz",
+            "sglang-qwen3-coder-480b-a35b-instruct-fp8-server",
+        ),
+        (
+            "sglang-deepseek-r1-distill-llama-70b-instruct-awq-tp8-7d9fx2kqz",
+            "sglang-deepseek-r1-distill-llama-70b-instruct-awq-tp8",
+        ),
+        (
+            "sglang-deepseek-r1-distill-qwen-32b-instruct-tp-7d9f8b6c4dx2kqz",
+            "sglang-deepseek-r1-distill-qwen-32b-instruct-tp",
+        ),
+        (
+            "sglang-deepseek-r1-distill-qwen-32b-instruct-awq-tp4-node-x2kqz",
+            "sglang-deepseek-r1-distill-qwen-32b-instruct-awq-tp4-node",
+        ),
         ("sglang-0", "sglang-0"),  # StatefulSet: the ordinal stays
         ("sglang-1", "sglang-1"),
         ("lws-sglang-0-1", "lws-sglang-0-1"),  # LeaderWorkerSet worker
