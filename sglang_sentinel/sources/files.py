@@ -515,6 +515,9 @@ class FileSource:
                 if left is not None and n >= left:
                     return n
             before = pos.saved() if pos.fplen else pos.previous
+            # A replay after a restart was of this file's lines, read to its end now: its
+            # offsets say nothing about the next file's (they dropped its first lines).
+            pos.replay_until, pos.replay = 0, {}
             if not any(self._enter(pos, p, 0, entered) for p in newer):
                 return n
             pos.previous = before

@@ -451,6 +451,37 @@ def test_containers_of_one_pod_named_apart_are_each_read(tmp_path: Path) -> None
     ]
 
 
+def test_a_restart_with_a_piece_held_then_a_rotation_loses_no_line(tmp_path: Path) -> None:
+    """Stopped while a split line's first piece was held (the position before it), then the
+    kubelet rotated: from the cursor, the piece is joined with its last piece in the new
+    live file and every line there is read. The replay of the lines handed out before the
+    stop, offsets in the rotated file, was applied to the new file too: its first lines (as
+    many bytes as the position was) were dropped as read, the piece joined with a later line."""
+    pod = PodDir(tmp_path, "llm", "sglang-0", "uid-1")
+    live = pod.live("server", 0)
+    live.write_bytes(
+        b"2026-01-01T10:00:00.000000001Z stderr F first\n"
+        b"2026-01-01T10:00:00.000000002Z stdout F out one\n"
+        b"2026-01-01T10:00:00.000000003Z stderr P piece one \n"
+    )
+    source = pod_source(tmp_path, "llm/sglang-0/server")
+    assert texts(drain(source)) == ["first", "out one"]
+    cursor = source.cursor()
+    source.close()
+    assert cursor is not None
+    pod.rotate("server", 0, "20260101-100000")
+    with open(live, "ab") as fh:
+        fh.write(
+            b"2026-01-01T10:00:00.000000004Z stdout F out two\n"
+            b"2026-01-01T10:00:00.000000005Z stderr F and two\n"
+            b"2026-01-01T10:00:00.000000006Z stderr F last\n"
+        )
+    again = FileSource([PodLayout(tmp_path, [parse_selector("llm/sglang-0/server")])])
+    again.open(follow=False)
+    assert again.seek_cursor(cursor)
+    assert texts(drain(again)) == ["out two", "piece one and two", "last"]
+
+
 def test_pod_rotation_while_following_and_resume(tmp_path: Path) -> None:
     pod = PodDir(tmp_path, "llm", "sglang-0", "uid-1")
     source = FileSource([PodLayout(tmp_path, [parse_selector("llm/sglang-0/server")])])
