@@ -431,6 +431,26 @@ def test_pod_logs_starts_pods_pieces_and_rotation(tmp_path: Path) -> None:
     assert drain(pod_source(tmp_path)) == lines
 
 
+def test_containers_of_one_pod_named_apart_are_each_read(tmp_path: Path) -> None:
+    """`NS/W/server` and `NS/W/router` are two targets of one pod: each container is read, under
+    the first selector naming it (only the first selector matching the pod was used: the
+    router's lines were never read); a container is read once, also when a later selector of
+    the whole pod matches it too."""
+    pod = PodDir(tmp_path, "llm", "sglang-7d9f8b6c4d-x2kqz", "uid-1")
+    pod.line("server", 0, "server line")
+    pod.line("router", 0, "router line")
+    pod.line("sidecar", 0, "sidecar line")
+    selectors = ["llm/sglang/server", "llm/sglang/router", "llm/sglang"]
+    source = FileSource([PodLayout(tmp_path, [parse_selector(s) for s in selectors])])
+    source.open(follow=False)
+    source.seek_head()
+    assert sorted((line[0], line[2]) for line in drain(source)) == [
+        ("k8s:llm/sglang", "sidecar line"),
+        ("k8s:llm/sglang/router", "router line"),
+        ("k8s:llm/sglang/server", "server line"),
+    ]
+
+
 def test_pod_rotation_while_following_and_resume(tmp_path: Path) -> None:
     pod = PodDir(tmp_path, "llm", "sglang-0", "uid-1")
     source = FileSource([PodLayout(tmp_path, [parse_selector("llm/sglang-0/server")])])
