@@ -831,8 +831,8 @@ class FileSource:
                             # moby writes a quote as \"; a text whose every backslash starts
                             # one is exact with them replaced, any other escape is JSON's. A
                             # bare quote is no JSON: two records run together (a crash's hole).
-                            n = text.count(b'\\"')
-                            if text.count(b"\\") == n == text.count(b'"'):
+                            quotes = text.count(b'\\"')
+                            if text.count(b"\\") == quotes == text.count(b'"'):
                                 text = text.replace(b'\\"', b'"')
                             else:
                                 text = None

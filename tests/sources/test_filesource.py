@@ -84,6 +84,24 @@ def test_docker_lines_targets_and_split_line_joined(tmp_path: Path) -> None:
     assert len({line[1] for line in lines}) == 1
 
 
+def test_lines_with_quotes_count_once_against_the_limit(tmp_path: Path) -> None:
+    """`lines(limit)` hands out `limit` lines, also of text with quotes (json-file's `\\"`):
+    their count of quotes was taken for the count of lines handed out (one line with six
+    quotes ended a batch of three)."""
+    c = DockerDir(tmp_path, CID, "sglang")
+    for i in range(7):
+        c.line(f'line {i} "GET /health" "200" "ok"')
+    source = docker_source(tmp_path)
+    got = [texts(drain(source, limit=3)) for _ in range(3)]
+    assert got == [
+        ['line 0 "GET /health" "200" "ok"', 'line 1 "GET /health" "200" "ok"',
+         'line 2 "GET /health" "200" "ok"'],
+        ['line 3 "GET /health" "200" "ok"', 'line 4 "GET /health" "200" "ok"',
+         'line 5 "GET /health" "200" "ok"'],
+        ['line 6 "GET /health" "200" "ok"'],
+    ]  # fmt: skip
+
+
 def test_position_stays_before_the_first_piece_until_the_line_is_whole(tmp_path: Path) -> None:
     c = DockerDir(tmp_path, CID, "sglang")
     c.line("whole")
