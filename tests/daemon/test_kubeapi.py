@@ -192,6 +192,7 @@ def test_a_watch_that_fails_at_once_after_every_list_backs_off(
     once was resumed every 0.1 s and a 410 listed again at once, in a loop."""
     monkeypatch.setattr(kubeapi, "RETRY_FIRST_S", 0.02)
     monkeypatch.setattr(kubeapi, "RETRY_MAX_S", 0.16)
+    monkeypatch.setattr(kubeapi, "MIN_WATCH_S", 60.0)  # "at once" also on a slow machine
     (tmp_path / "token").write_text(TOKEN + "\n")
     with serve(tmp_path) as (api, ca):
         for name, value in watch.items():
@@ -218,6 +219,7 @@ def test_a_watch_that_worked_and_then_ends_at_once_every_time_backs_off(
     list had worked, so none of them counted as a failure)."""
     monkeypatch.setattr(kubeapi, "RETRY_FIRST_S", 0.02)
     monkeypatch.setattr(kubeapi, "RETRY_MAX_S", 0.16)
+    monkeypatch.setattr(kubeapi, "MIN_WATCH_S", 60.0)  # "at once" also on a slow machine
     (tmp_path / "token").write_text(TOKEN + "\n")
     with serve(tmp_path) as (api, ca):
         api.pods = [pod("llm", POD, {"app": "sglang"})]
