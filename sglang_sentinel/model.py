@@ -63,6 +63,9 @@ K8S_PREFIX: Final = "k8s:"
 _SAFE = "bcdfghjklmnpqrstvwxz2456789"
 _SUFFIX = re.compile(f"[{_SAFE}]{{5}}")
 _HASH = re.compile(f"[{_SAFE}]{{6,10}}")
+_HASH_CUT = re.compile(f"[{_SAFE}]{{1,10}}")
+# A generated name's base is cut to this before the random suffix (names.SimpleNameGenerator).
+_BASE_MAX = 63 - 5
 # DNS-1123 labels (namespaces) and subdomains (pod names, container names are labels).
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
@@ -76,6 +79,12 @@ def workload_of(pod: str) -> str:
         return "-".join(parts[:-2])
     if len(parts) >= 2 and _SUFFIX.fullmatch(parts[-1]):
         return "-".join(parts[:-1])
+    if len(pod) == _BASE_MAX + 5 and _SUFFIX.fullmatch(pod[_BASE_MAX:]):
+        # A long Deployment's `NAME-HASH-` was cut before the suffix, in or right after HASH
+        # (`NAME-7d9f8b6x2kqz`): without this its pods were not the workload's, not read.
+        name, dash, cut = pod[:_BASE_MAX].rpartition("-")
+        if dash and name and _HASH_CUT.fullmatch(cut):
+            return name
     return pod
 
 

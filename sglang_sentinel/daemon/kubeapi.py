@@ -44,6 +44,7 @@ MAX_VALUE_CHARS: Final = 63  # a label value's own limit in Kubernetes
 WATCH_SECONDS: Final = 300  # the server ends each watch after this; it is then resumed
 RETRY_FIRST_S: Final = 1.0
 RETRY_MAX_S: Final = 60.0
+MIN_WATCH_S: Final = 1.0  # a watch ending sooner without an event failed (as in client-go)
 
 
 class KubeApiError(Exception):
@@ -99,20 +100,44 @@ class ApiEndpoint:
 
 
 class _TlsConnection(http.client.HTTPSConnection):
-    """HTTPS whose `sock` is the TLS socket already during the handshake, so that stop() can
-    shut it down there (http.client's own wraps the socket first, and until that returns,
-    `sock` is the plain socket, detached: shutting it down does nothing)."""
+    """HTTPS whose socket stop() can shut down whatever the request is doing: `tcp` is set
+    before the TCP connection is made (http.client's own sets `sock` once it is), `tls` before
+    the handshake (http.client's own wraps the socket first, and until that returns, `sock` is
+    the plain socket, detached: shutting it down does nothing), and both are kept while a
+    response reads (a response that will close, HTTP/1.0 or `Connection: close`, takes the
+    socket and http.client sets `sock` to None)."""
 
     def __init__(self, host: str, port: int, *, timeout: float, context: ssl.SSLContext) -> None:
         super().__init__(host, port, timeout=timeout, context=context)
         self._tls = context
+        self._create_connection = self._dial
+        self.tcp: socket.socket | None = None
+        self.tls: ssl.SSLSocket | None = None
+
+    def _dial(
+        self, address: tuple[str, int], timeout: float, source: object = None
+    ) -> socket.socket:
+        """socket.create_connection, each socket made known (as `tcp`) before it connects."""
+        error: OSError | None = None
+        for family, kind, proto, _name, peer in socket.getaddrinfo(
+            *address, type=socket.SOCK_STREAM
+        ):
+            sock = self.tcp = socket.socket(family, kind, proto)
+            try:
+                sock.settimeout(timeout)
+                sock.connect(peer)
+                return sock
+            except OSError as exc:
+                sock.close()
+                error = exc
+        raise error or OSError(f"no address for {address[0]}")
 
     def connect(self) -> None:
         http.client.HTTPConnection.connect(self)  # the TCP connection: self.sock
-        self.sock = self._tls.wrap_socket(
+        self.sock = self.tls = self._tls.wrap_socket(
             self.sock, server_hostname=self.host, do_handshake_on_connect=False
         )
-        self.sock.do_handshake()
+        self.tls.do_handshake()
 
 
 class PodLabels:
@@ -130,8 +155,9 @@ class PodLabels:
         self._pods: Mapping[str, Mapping[str, str]] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._conn: http.client.HTTPSConnection | None = None
+        self._conn: _TlsConnection | None = None
         self._conn_lock = threading.Lock()
+        self._watched = False  # a watch since the last list had an event or lasted
         self.lists = 0  # successful lists (a test waits on them)
         self.failures = 0
 
@@ -159,42 +185,51 @@ class PodLabels:
     def _interrupt(self) -> None:
         with self._conn_lock:
             conn = self._conn
-        sock = conn.sock if conn is not None else None  # read once: the thread may close it
-        if sock is not None:
-            # Ends a list or watch blocked in recv at once.
-            with contextlib.suppress(OSError, ValueError):
-                sock.shutdown(socket.SHUT_RDWR)
+        for sock in (conn.tcp, conn.tls) if conn is not None else ():
+            if sock is not None:
+                # Ends a connect, handshake, list or watch blocked at once (a socket closed
+                # already: nothing to do).
+                with contextlib.suppress(OSError, ValueError):
+                    sock.shutdown(socket.SHUT_RDWR)
 
     # -- the thread -------------------------------------------------------------------------------
 
     def _run(self) -> None:
+        # The wait before the next try doubles at each failure and is back to its first value
+        # only once a watch has worked (an event, or a stream that lasted): a list that succeeds
+        # while every watch fails at once (refused, closed, 410 Gone from the version just
+        # listed) is retried ever more slowly, not listed again every second or in a loop.
         wait = RETRY_FIRST_S
         while not self._stop.is_set():
+            self._watched = False
             try:
                 version = self._list()
-                wait = RETRY_FIRST_S
                 while not self._stop.is_set():
                     version = self._watch(version)
-                    self._stop.wait(0.1)  # a server that ends every watch at once: no busy loop
+                    wait = RETRY_FIRST_S
+                    self._stop.wait(0.1)  # a server that ends every watch soon: no busy loop
             except KubeApiError as exc:
                 if self._stop.is_set():
                     return
                 self.failures += 1
-                if exc.status != 410:  # Gone: the version expired; list again at once
-                    log.warning(
-                        "kubernetes_api_failed",
-                        error=str(exc),
-                        status=exc.status,
-                        retry_in_seconds=wait,
-                    )
-                    self._stop.wait(wait)
-                    wait = min(wait * 2, RETRY_MAX_S)
+                if self._watched:
+                    wait = RETRY_FIRST_S
+                    if exc.status == 410:  # Gone: the version expired; list again at once
+                        continue
+                log.warning(
+                    "kubernetes_api_failed",
+                    error=str(exc),
+                    status=exc.status,
+                    retry_in_seconds=wait,
+                )
+                self._stop.wait(wait)
+                wait = min(wait * 2, RETRY_MAX_S)
 
     def _query(self, **extra: str) -> str:
         params = {"fieldSelector": f"spec.nodeName={self.endpoint.node}", **extra}
         return "/api/v1/pods?" + urllib.parse.urlencode(params)
 
-    def _connect(self, timeout: float) -> http.client.HTTPSConnection:
+    def _connect(self, timeout: float) -> _TlsConnection:
         e = self.endpoint
         try:
             context = ssl.create_default_context(cafile=str(e.ca_file))
@@ -265,6 +300,7 @@ class PodLabels:
     def _watch(self, version: str) -> str:
         """Changes from `version` on, until the server ends the watch; the last version seen."""
         conn = self._connect(WATCH_SECONDS + self._timeout)
+        response = None
         try:
             query = self._query(
                 watch="true",
@@ -273,18 +309,28 @@ class PodLabels:
                 timeoutSeconds=str(WATCH_SECONDS),
             )
             response = self._get(conn, query)
+            began, worked = time.monotonic(), False
             while not self._stop.is_set():
                 try:
                     line = response.readline(MAX_LINE_BYTES + 1)
                 except (OSError, ValueError, http.client.HTTPException) as exc:
+                    self._watched |= time.monotonic() - began >= MIN_WATCH_S
                     raise KubeApiError(f"watch ended: {_reason(exc)}") from None
                 if not line:
-                    return version  # the server ended it (timeoutSeconds): resume
+                    # The server ended it (timeoutSeconds): resume. At once and without an
+                    # event, it failed (client-go's "very short watch").
+                    if not worked and time.monotonic() - began < MIN_WATCH_S:
+                        raise KubeApiError("watch ended at once without an event")
+                    self._watched = True
+                    return version
                 if len(line) > MAX_LINE_BYTES:
                     raise KubeApiError("watch event too large")
                 version = self._event(line, version)
+                worked = self._watched = True
             return version
         finally:
+            if response is not None:
+                response.close()  # a response that will close holds the socket, not conn
             conn.close()
 
     def _event(self, line: bytes, version: str) -> str:

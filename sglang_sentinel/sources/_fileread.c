@@ -12,7 +12,8 @@
  * The common line, and nothing else (any other line ends the run; files.py parses it exactly):
  *   json-file (moby's compact form, the fields in its order):
  *     {"log":"TEXT\n","stream":"stdout|stderr","time":"YYYY-MM-DDTHH:MM:SS.NNNNNNNNNZ"}
- *     TEXT's every backslash starts a \" (moby's escape of a quote), read as a quote.
+ *     TEXT's every backslash starts a \" (moby's escape of a quote), read as a quote, and
+ *     every quote is one of those.
  *   CRI: YYYY-MM-DDTHH:MM:SS.NNNNNNNNNZ OUTPUT F TEXT
  * The time is read as files.parse_time_us reads it (microseconds; calendar.timegm's days, so
  * a day past the month's end runs on into the next; a month outside 1-12 or year 0 ends the
@@ -95,6 +96,12 @@ static PyObject *docker_text(const char *p, const char *e, long long *us) {
                 if (q >= sep)
                         break;
         }
+        /* Every quote is one of those: a bare one is no JSON (two records run together where a
+         * crash left a hole, files.py reads the one after it). */
+        Py_ssize_t marks = 0;
+        for (const char *q = memchr(t, '"', n); q != NULL; q = memchr(q + 1, '"', sep - q - 1))
+                if (++marks > quotes)
+                        return NULL;
         if (quotes == 0)
                 return PyBytes_FromStringAndSize(t, n);
         PyObject *out = PyBytes_FromStringAndSize(NULL, n - quotes);

@@ -111,14 +111,41 @@ class PartialLines:
     Newer engines tag each piece with CONTAINER_PARTIAL_ID and the last one with
     CONTAINER_PARTIAL_LAST=true; older ones only mark the non-final pieces with
     CONTAINER_PARTIAL_MESSAGE=true, so the next unmarked line of that container ends it.
+
+    A line whose last piece never comes (journald's rate limit dropped it, dockerd died) is let
+    go once its output (PRIORITY: the driver sends stdout at 6, stderr at 3) has gone on: the
+    copier of one output finishes a line before it starts the next, so a new line there means
+    the pieces held can never be completed.
     """
 
     def __init__(self) -> None:
         self._pending: dict[tuple[str, str], bytearray] = {}
+        # (target, output) -> the partial id of the line in progress there (newer engines).
+        self._open: dict[tuple[str, str], str] = {}
+        self.dropped = 0  # lines let go without their last piece
 
-    def add(self, target: str, raw: bytes, partial: bool, partial_id: str | None) -> bytes | None:
-        """Feed one entry's MESSAGE; returns the whole line when this entry completes one."""
+    def add(
+        self,
+        target: str,
+        raw: bytes,
+        partial: bool,
+        partial_id: str | None,
+        output: str | None = None,
+    ) -> bytes | None:
+        """Feed one entry's MESSAGE; returns the whole line when this entry completes one.
+        `output` (the entry's PRIORITY) tells a line that can no longer end; None: unknown."""
         key = (target, partial_id or "")
+        if output is not None:
+            where = (target, output)
+            held = self._open.get(where)
+            if held is not None and held != partial_id:
+                del self._open[where]
+                if self._pending.pop((target, held), None) is not None:
+                    self.dropped += 1
+            if partial and partial_id:
+                self._open[where] = partial_id
+            elif held == partial_id:
+                self._open.pop(where, None)
         if partial:
             buf = self._pending.setdefault(key, bytearray())
             if len(buf) < MAX_LINE_BYTES:
@@ -137,3 +164,4 @@ class PartialLines:
 
     def clear(self) -> None:
         self._pending.clear()
+        self._open.clear()

@@ -49,8 +49,10 @@ class DockerLayout:
         self.root = root
         self.containers_dir = root / "containers"
         self.names = frozenset(names)
-        # config.v2.json parsed, by path, while its (mtime, size) stays the same.
-        self._configs: dict[Path, tuple[tuple[int, int], dict[str, Any] | None]] = {}
+        # The name in config.v2.json, by path, while its (mtime, size) stays the same; only the
+        # containers there at the last listing (every container of the host is listed, and a
+        # busy host makes and removes thousands).
+        self._names: dict[Path, tuple[tuple[int, int], str | None]] = {}
 
     @property
     def targets(self) -> tuple[str, ...]:
@@ -69,8 +71,9 @@ class DockerLayout:
 
     def streams(self) -> list[Stream]:
         out: list[Stream] = []
+        known, self._names = self._names, {}
         for directory in self.directories()[1:]:
-            name = self._name(directory)
+            name = self._name(directory, known)
             if name is None or name not in self.names:
                 continue
             cid = directory.name
@@ -100,24 +103,24 @@ class DockerLayout:
         ordered = sorted((n for n in by_n if n > 0), reverse=True)
         return tuple(by_n[n] for n in ordered) + ((by_n[0],) if 0 in by_n else ())
 
-    def _name(self, directory: Path) -> str | None:
-        """The container's name from its config.v2.json (without Docker's leading '/')."""
+    def _name(
+        self, directory: Path, known: dict[Path, tuple[tuple[int, int], str | None]]
+    ) -> str | None:
+        """The container's name from its config.v2.json (without Docker's leading '/'), read
+        again only when the file changed since the listing before (`known`)."""
         path = directory / "config.v2.json"
         try:
             st = path.stat()
         except OSError:
             return None
         stamp = (st.st_mtime_ns, st.st_size)
-        cached = self._configs.get(path)
+        cached = known.get(path)
         if cached is None or cached[0] != stamp:
             try:
-                doc = json.loads(path.read_bytes())
+                doc: Any = json.loads(path.read_bytes())
             except (OSError, ValueError):
                 doc = None
-            cached = (stamp, doc if isinstance(doc, dict) else None)
-            self._configs[path] = cached
-        doc = cached[1]
-        if doc is None:
-            return None
-        name = doc.get("Name")
-        return name.lstrip("/") if isinstance(name, str) and name else None
+            name = doc.get("Name") if isinstance(doc, dict) else None
+            cached = (stamp, (name.lstrip("/") or None) if isinstance(name, str) else None)
+        self._names[path] = cached
+        return cached[1]

@@ -19,7 +19,8 @@ newline, CRI tag `P`) is joined before any rule sees it; until its last piece is
 stream's saved position stays before the first piece, so a restart reads the whole line again.
 
 Files that vanish. A file removed while it is read is read to its end through the open file; a
-file truncated under the reader (copytruncate) is read again from its start and counted.
+file truncated under the reader (shorter than the position, or another first line) is read on
+in a copy of it when there is one (copytruncate's `.1`), else again from its start, counted.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import select
 import time
 from collections.abc import Generator, Iterator, Mapping, Sequence
@@ -483,6 +485,10 @@ class FileSource:
             pos = self._positions[stream.key] = _Position()
         if not pos.found and not self._locate(stream, pos):
             return 0
+        # Truncated and written again past the position since the last read (copytruncate, a
+        # `truncate -s 0` while the engine writes on): found by its first line, before reading
+        # from the middle of another line.
+        self._check_truncation(stream, pos)
         n = 0
         # Never the same file twice in one round (an empty rotated file has no identity to be
         # told from the others by); a file made again under a name is another file.
@@ -494,7 +500,7 @@ class FileSource:
                 return n
             newer = self._newer_files(stream, pos)
             if not newer:
-                if self._check_truncation(pos):
+                if self._check_truncation(stream, pos):
                     continue  # read again from its start
                 if stream.key not in self._listed and not pos.pieces and self._unlinked(pos):
                     # Its files are gone (`docker rm`, a deleted pod) and this one is read to
@@ -509,6 +515,9 @@ class FileSource:
                 if left is not None and n >= left:
                     return n
             before = pos.saved() if pos.fplen else pos.previous
+            # A replay after a restart was of this file's lines, read to its end now: its
+            # offsets say nothing about the next file's (they dropped its first lines).
+            pos.replay_until, pos.replay = 0, {}
             if not any(self._enter(pos, p, 0, entered) for p in newer):
                 return n
             pos.previous = before
@@ -527,6 +536,11 @@ class FileSource:
                 if found and self._enter(pos, path, pos.offset):
                     return True
                 unsure = unsure or found is None or bool(found)
+            # Not there by its inode: a copy of it (logrotate's copytruncate copied it to `.1`
+            # and truncated it while we were stopped) goes on where the position was.
+            copy = self._copy_of(files, pos)
+            if copy is not None and self._enter(pos, copy, pos.offset):
+                return True
             pos.pieces.clear()
             pos.replay_until, pos.replay = 0, {}
             if unsure:
@@ -553,11 +567,14 @@ class FileSource:
         return bool(self._identify(pos, path))
 
     @staticmethod
-    def _identify(pos: _Position, path: Path) -> bool | None:
-        """Whether `path` is the position's file; None when that cannot be told (it vanished
-        between the listing and the look, or its first bytes cannot be read)."""
+    def _identify(pos: _Position, path: Path, by_content: bool = False) -> bool | None:
+        """Whether `path` is the position's file (`by_content`: or a copy of it, any inode);
+        None when that cannot be told (it vanished between the listing and the look, or its
+        first bytes cannot be read)."""
         gz = path.name.endswith(".gz")
-        if not gz:
+        if by_content and pos.fplen == 0:
+            return False  # an empty file's copy is nothing to go on in
+        if not gz and not by_content:
             try:
                 st = os.stat(path)
             except OSError:
@@ -664,23 +681,52 @@ class FileSource:
             return False
         return (st.st_dev, st.st_ino) == (pos.dev, pos.ino)
 
-    def _check_truncation(self, pos: _Position) -> bool:
-        """Whether the newest file got shorter than the position in it (truncated in place);
-        if so the position is moved to its start."""
+    def _check_truncation(self, stream: Stream, pos: _Position) -> bool:
+        """Whether the position's file was truncated in place: shorter than the position in
+        it, or its first line another one (written again past the position). If so the
+        position goes on in a copy of what it was (copytruncate's `.1`), else at its start."""
         if pos.fh is None or pos.gz:
             return False
         try:
-            size = os.fstat(pos.fh.fileno()).st_size
+            fd = pos.fh.fileno()
+            size = os.fstat(fd).st_size
+            if size >= pos.offset:
+                if not pos.fp_whole or not pos.fplen:
+                    return False  # _refresh_fingerprint follows a first line still written
+                if _fingerprint(os.pread(fd, pos.fplen, 0)) == pos.fp:
+                    return False
         except OSError:
             return False
-        if size >= pos.offset:
-            return False
         assert pos.path is not None
-        self._truncated(pos.path, pos)
+        path = pos.path
+        copy = self._copy_of(self._files(stream), pos)
+        if copy is not None and copy != path and self._enter(pos, copy, pos.offset):
+            log.info("log_file_copied_and_truncated", file=str(path), copy=str(copy))
+            return True
+        self._truncated(path, pos)
         pos.fh.seek(0)
         pos.offset = 0
         pos.buf = None
+        pos.previous = None
+        try:
+            head = _first_line(os.pread(fd, FINGERPRINT_BYTES, 0))
+        except OSError:
+            head = b""
+        # Its identity from now on (a cursor naming the old first line finds it no more).
+        pos.fp, pos.fplen, pos.fp_whole = _fingerprint(head), len(head), _whole(head)
         return True
+
+    def _copy_of(self, files: Sequence[Path], pos: _Position) -> Path | None:
+        """A file of `files` with the content the position is in, up to its offset (another
+        inode: a copy), None when there is none."""
+        for path in files:
+            if self._identify(pos, path, by_content=True) and not self._same_inode(path, pos):
+                try:
+                    if path.name.endswith(".gz") or os.stat(path).st_size >= pos.offset:
+                        return path
+                except OSError:
+                    continue
+        return None
 
     def _read_file(
         self, stream: Stream, pos: _Position, fh: IO[bytes], left: int | None
@@ -781,13 +827,17 @@ class FileSource:
                     ):
                         text = head[8:-2]
                         ts = rest[-32:-2]
-                        if b"\\" in text:
+                        if b'"' in text:
                             # moby writes a quote as \"; a text whose every backslash starts
-                            # one is exact with them replaced, any other escape is JSON's.
-                            if text.count(b"\\") == text.count(b'\\"'):
+                            # one is exact with them replaced, any other escape is JSON's. A
+                            # bare quote is no JSON: two records run together (a crash's hole).
+                            quotes = text.count(b'\\"')
+                            if text.count(b"\\") == quotes == text.count(b'"'):
                                 text = text.replace(b'\\"', b'"')
                             else:
                                 text = None
+                        elif b"\\" in text:
+                            text = None
                 else:
                     parts = line.split(b" ", 3)
                     if len(parts) == 4 and parts[2] == b"F":
@@ -839,15 +889,16 @@ class FileSource:
         """(text, time) of a line the fast path of _read_file does not cut apart: any form, a
         piece of a split line, after a restart or a lost position; None when nothing is
         handed out for it (a piece held, a line handed out before, a corrupt line)."""
-        parsed = _parse_docker(line) if stream.fmt == "docker" else _parse_cri(line)
-        if parsed is None:
+        got = self._parse(stream.fmt, line)
+        if got is None and b"\0" in line:
+            # A hole of NUL bytes where a host crash lost the end of the file (the size was
+            # written, the data not): the engine appended after it, so the record past the
+            # last NUL is whole (a JSON record has none of its own: moby/moby#53631).
+            got = self._parse(stream.fmt, line[line.rfind(b"\0") + 1 :])
+        if got is None:
             self.corrupt_reads += 1
             return None
-        text, ts, out, partial = parsed
-        t_us = parse_time_us(ts, self._time_cache)
-        if t_us is None:
-            self.corrupt_reads += 1
-            return None
+        text, t_us, out, partial = got
         if pos.skip_us:
             if t_us <= pos.skip_us:
                 return None
@@ -872,6 +923,15 @@ class FileSource:
             held[0] += text[: max(MAX_LINE_BYTES - len(held[0]), 0)]
             text, t_us = bytes(held[0]), held[2]
         return text, t_us
+
+    def _parse(self, fmt: LineFormat, line: bytes) -> tuple[bytes, int, bytes, bool] | None:
+        """(text, time, output, partial) of a line, None when it is not the layout's format."""
+        parsed = _parse_docker(line) if fmt == "docker" else _parse_cri(line)
+        if parsed is None:
+            return None
+        text, ts, out, partial = parsed
+        t_us = parse_time_us(ts, self._time_cache)
+        return None if t_us is None else (text, t_us, out, partial)
 
     @staticmethod
     def _start_of(stream: Stream, pos: _Position, text: bytes, t_us: int) -> str:
@@ -937,6 +997,7 @@ class FileSource:
 _DOCKER_HEAD = b'{"log":"'
 _DOCKER_STREAM = b'","stream":"'
 _DOCKER_TIME = b'","time":"'
+_SURROGATE = re.compile("[\ud800-\udc7f\udd00-\udfff]")
 
 
 def _less(left: int | None, n: int) -> int | None:
@@ -957,7 +1018,7 @@ def _parse_docker(line: bytes) -> tuple[bytes, bytes, bytes, bool] | None:
             partial = not body.endswith(b"\\n")
             if not partial:
                 body = body[:-2]
-            if b"\\" not in body:
+            if b"\\" not in body and b'"' not in body:
                 return body, line[when + 10 : -3], line[cut + 12 : when], partial
     try:
         obj = json.loads(line)
@@ -969,7 +1030,12 @@ def _parse_docker(line: bytes) -> tuple[bytes, bytes, bytes, bool] | None:
         return None
     out = obj.get("stream")
     output = out.encode() if isinstance(out, str) else b""
-    raw = text.encode("utf-8", "surrogateescape")
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        # An escaped lone surrogate (`\ud800`; moby writes none, another writer may): not
+        # text: read as U+FFFD, as an invalid byte is (surrogateescape keeps \udc80-\udcff).
+        raw = _SURROGATE.sub("\ufffd", text).encode("utf-8", "surrogateescape")
     if raw.endswith(b"\n"):
         return raw[:-1], ts.encode(), output, False
     return raw, ts.encode(), output, True

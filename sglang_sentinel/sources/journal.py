@@ -670,6 +670,7 @@ class JournalSource:
             raw,
             partial=_first(get, ("CONTAINER_PARTIAL_MESSAGE",)) == "true",
             partial_id=_first(get, ("CONTAINER_PARTIAL_ID",)),
+            output=_first(get, ("PRIORITY",)),
         )
         if line is None:
             return None  # a piece of a longer line; the entry with its last piece yields it

@@ -57,8 +57,9 @@ class PodLayout:
     def targets(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(s.target for s in self.selectors))
 
-    def _pods(self) -> list[tuple[Path, PodSelector, str, str]]:
-        """(pod directory, its selector, pod name, uid) of the selected pods there now."""
+    def _pods(self) -> list[tuple[Path, tuple[PodSelector, ...], str, str]]:
+        """(pod directory, the selectors it matches, pod name, uid) of the selected pods there
+        now."""
         try:
             entries = sorted(os.scandir(self.root), key=lambda e: e.name)
         except OSError:
@@ -69,36 +70,42 @@ class PodLayout:
             if split is None:
                 continue
             ns, pod, uid = split
-            for selector in self.selectors:
-                if selector.matches(ns, pod):
-                    out.append((Path(entry.path), selector, pod, uid))
-                    break
+            matching = tuple(s for s in self.selectors if s.matches(ns, pod))
+            if matching:
+                out.append((Path(entry.path), matching, pod, uid))
         return out
 
     def directories(self) -> list[Path]:
         dirs = [self.root]
-        for pod_dir, selector, _pod, _uid in self._pods():
+        for pod_dir, selectors, _pod, _uid in self._pods():
             dirs.append(pod_dir)
-            dirs.extend(c for c in self._containers(pod_dir, selector))
+            dirs.extend(cdir for cdir, _selector in self._containers(pod_dir, selectors))
         return dirs
 
     @staticmethod
-    def _containers(pod_dir: Path, selector: PodSelector) -> list[Path]:
+    def _containers(
+        pod_dir: Path, selectors: tuple[PodSelector, ...]
+    ) -> list[tuple[Path, PodSelector]]:
+        """Each selected container's directory with the first selector naming it (or all of
+        the pod): one pod's containers may be targets of their own (`NS/W/server`,
+        `NS/W/router`), and a container is read under one target only."""
         try:
             names = sorted(os.listdir(pod_dir))
         except OSError:
             return []
-        return [
-            pod_dir / name
-            for name in names
-            if (selector.container is None or name == selector.container)
-            and (pod_dir / name).is_dir()
-        ]
+        out = []
+        for name in names:
+            for selector in selectors:
+                if selector.container in (None, name):
+                    if (pod_dir / name).is_dir():
+                        out.append((pod_dir / name, selector))
+                    break
+        return out
 
     def streams(self) -> list[Stream]:
         out = []
-        for pod_dir, selector, pod, uid in self._pods():
-            for cdir in self._containers(pod_dir, selector):
+        for pod_dir, selectors, pod, uid in self._pods():
+            for cdir, selector in self._containers(pod_dir, selectors):
                 restarts: set[str] = set()
                 try:
                     names = os.listdir(cdir)

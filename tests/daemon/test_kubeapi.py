@@ -4,6 +4,7 @@ every connection and never logged, TLS verified with the configured CA."""
 
 from __future__ import annotations
 
+import re
 import socket
 import sys
 import threading
@@ -19,7 +20,7 @@ from sentinelproc import wait_until
 
 from sglang_sentinel.config import load_config
 from sglang_sentinel.config.schema import KubernetesConfig
-from sglang_sentinel.daemon import Daemon
+from sglang_sentinel.daemon import Daemon, kubeapi
 from sglang_sentinel.daemon.kubeapi import ApiEndpoint, PodLabels, pod_labels_of
 from sglang_sentinel.errors import ConfigError
 
@@ -168,6 +169,79 @@ def test_an_api_server_the_ca_does_not_vouch_for_gets_no_token(
     assert "certificate verification failed" in text.out + text.err
 
 
+GONE = {"type": "ERROR", "object": {"kind": "Status", "code": 410}}
+
+
+@pytest.mark.parametrize(
+    "watch",
+    [
+        pytest.param({"watch_status": 403}, id="watch-forbidden"),
+        pytest.param({"watch_reply": []}, id="watch-ends-at-once"),
+        pytest.param({"watch_reply": [GONE]}, id="gone-right-after-the-list"),
+    ],
+)
+def test_a_watch_that_fails_at_once_after_every_list_backs_off(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    watch: dict[str, object],
+) -> None:
+    """Every list succeeds and every watch fails at once (refused, closed without an event,
+    410 Gone from the version just listed): each retry waits twice as long, up to the
+    maximum. The list's success reset the wait (a list a second, forever), a stream closed at
+    once was resumed every 0.1 s and a 410 listed again at once, in a loop."""
+    monkeypatch.setattr(kubeapi, "RETRY_FIRST_S", 0.02)
+    monkeypatch.setattr(kubeapi, "RETRY_MAX_S", 0.16)
+    monkeypatch.setattr(kubeapi, "MIN_WATCH_S", 60.0)  # "at once" also on a slow machine
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    with serve(tmp_path) as (api, ca):
+        for name, value in watch.items():
+            setattr(api, name, value)
+        endpoint = ApiEndpoint("127.0.0.1", api.port, tmp_path / "token", ca, "node-a")
+        labels = PodLabels(endpoint, ("app",))
+        labels.start()
+        try:
+            wait_until(lambda: labels.failures >= 6, 5, "six failed watches")
+        finally:
+            labels.stop()
+        seen = api.seen()
+    text = capsys.readouterr()
+    waits = re.findall(r"retry_in_seconds\W+([0-9.]+)", text.out + text.err)
+    assert [float(w) for w in waits[:6]] == [0.02, 0.04, 0.08, 0.16, 0.16, 0.16]
+    assert [r.query.get("watch") for r in seen[:6]] == [None, "true"] * 3
+
+
+def test_a_watch_that_worked_and_then_ends_at_once_every_time_backs_off(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A watch that had an event ends; from then on every watch ends at once without one:
+    retried after a wait that grows (each was resumed 0.1 s later, forever: a watch since the
+    list had worked, so none of them counted as a failure)."""
+    monkeypatch.setattr(kubeapi, "RETRY_FIRST_S", 0.02)
+    monkeypatch.setattr(kubeapi, "RETRY_MAX_S", 0.16)
+    monkeypatch.setattr(kubeapi, "MIN_WATCH_S", 60.0)  # "at once" also on a slow machine
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    with serve(tmp_path) as (api, ca):
+        api.pods = [pod("llm", POD, {"app": "sglang"})]
+        endpoint = ApiEndpoint("127.0.0.1", api.port, tmp_path / "token", ca, "node-a")
+        labels = PodLabels(endpoint, ("app",))
+        labels.start()
+        try:
+            wait_until(lambda: labels.lists >= 1, 5, "the pod list")
+            api.push("MODIFIED", pod("llm", POD, {"app": "sglang2"}, "101"))
+            wait_until(lambda: labels.labels()[f"llm/{POD}"] == {"label_app": "sglang2"}, 5, "it")
+            api.watch_reply = []
+            api.end_watch()
+            wait_until(lambda: labels.failures >= 3, 5, "three watches ended at once")
+        finally:
+            labels.stop()
+    text = capsys.readouterr()
+    (first, *_rest) = [ln for ln in (text.out + text.err).splitlines() if "api_failed" in ln]
+    assert "watch ended at once without an event" in first
+    waits = re.findall(r"retry_in_seconds\W+([0-9.]+)", text.out + text.err)
+    assert [float(w) for w in waits[:3]] == [0.02, 0.04, 0.08]
+
+
 def test_without_labels_the_api_is_not_read_and_in_a_pod_the_environment_says_where() -> None:
     assert pod_labels_of(KubernetesConfig(), {}) is None
     config = KubernetesConfig(labels=("app",))
@@ -222,6 +296,52 @@ def test_stop_ends_a_thread_blocked_in_the_tls_handshake(tmp_path: Path) -> None
         labels.stop()
         took = time.monotonic() - began
     assert labels._thread is not None and not labels._thread.is_alive()
+    assert took < 10.0, f"stop() took {took:.1f} s (the connection's timeout is 20 s)"
+
+
+def test_stop_ends_a_thread_whose_connection_is_not_answered(tmp_path: Path) -> None:
+    """An API server whose SYNs go unanswered (unreachable, or here a listener whose queue is
+    full): stop() ends the thread at once, not after the connection's timeout (no socket was
+    there to shut down until the TCP connection was made)."""
+    ca, _key = make_ca(tmp_path)
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    with socket.create_server(("127.0.0.1", 0), backlog=0) as full:
+        address = full.getsockname()
+        with socket.create_connection(address, timeout=5):  # fills the accept queue
+            with pytest.raises(TimeoutError):  # so a SYN now goes unanswered
+                socket.create_connection(address, timeout=0.3).close()
+            endpoint = ApiEndpoint("127.0.0.1", address[1], tmp_path / "token", ca, "n")
+            labels = PodLabels(endpoint, ("app",), timeout=20.0)
+            labels.start()
+            wait_until(lambda: labels._conn is not None, 5, "the client's connection")
+            began = time.monotonic()
+            labels.stop()
+            took = time.monotonic() - began
+    assert labels._thread is not None
+    assert not labels._thread.is_alive(), _stack_of(labels._thread)
+    assert took < 10.0, f"stop() took {took:.1f} s (the connection's timeout is 20 s)"
+
+
+def test_stop_ends_a_thread_reading_a_watch_the_server_will_close(tmp_path: Path) -> None:
+    """The stand-in answers the watch in HTTP/1.0 (so would any server saying Connection:
+    close): http.client hands the socket to the response and forgets it, so stop() found none
+    to shut down and waited its timeout with the thread still reading."""
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    with serve(tmp_path) as (api, ca):
+        api.pods = [pod("llm", POD, {"app": "sglang"})]
+        endpoint = ApiEndpoint("127.0.0.1", api.port, tmp_path / "token", ca, "node-a")
+        labels = PodLabels(endpoint, ("app",), timeout=20.0)
+        labels.start()
+        try:
+            wait_until(lambda: labels.lists >= 1, 5, "the pod list")
+            api.push("MODIFIED", pod("llm", POD, {"app": "sglang2"}, "101"))
+            wait_until(lambda: labels.labels()[f"llm/{POD}"] == {"label_app": "sglang2"}, 5, "it")
+        finally:  # the watch is open, its thread blocked reading the next event
+            began = time.monotonic()
+            labels.stop()
+            took = time.monotonic() - began
+        assert labels._thread is not None
+        assert not labels._thread.is_alive(), _stack_of(labels._thread)
     assert took < 10.0, f"stop() took {took:.1f} s (the connection's timeout is 20 s)"
 
 

@@ -12,10 +12,12 @@ from journaltools import ExportValue, StartupScript, build_journal, write_export
 
 from sglang_sentinel.cli import main
 from sglang_sentinel.config import Config
+from sglang_sentinel.model import JournalEntry
 from sglang_sentinel.pipeline import Pipeline, load_rules_and_policy
 from sglang_sentinel.sources import JournalSource
 from sglang_sentinel.sources.containers import PartialLines, start_id
 from sglang_sentinel.state import StateStore
+from sglang_sentinel.text import clean_message
 
 NAME = "sgl-test-qwen"
 
@@ -176,6 +178,44 @@ def test_partial_lines_keyed_by_partial_id() -> None:
     assert p.add("docker:a", b"plain", partial=False, partial_id=None) == b"plain"
     assert p.add("docker:a", b"C", partial=False, partial_id="1") == b"ABC"
     assert p.add("docker:a", b"z", partial=False, partial_id="2") == b"xyz"
+
+
+def test_a_split_line_that_never_ends_is_let_go_once_its_output_goes_on() -> None:
+    """The last piece never came (journald's rate limit dropped it): the next line of the same
+    output, or its next split line, lets the pieces go; the other output's lines do not.
+    Before: held for the daemon's life (up to 1 MiB each, `pending` true from then on)."""
+    p = PartialLines()
+    assert p.add("docker:a", b"AB", partial=True, partial_id="1", output="3") is None
+    assert p.add("docker:a", b"out", partial=False, partial_id=None, output="6") == b"out"
+    assert p.add("docker:a", b"xy", partial=True, partial_id="2", output="6") is None
+    assert p.pending
+    assert p.add("docker:a", b"err", partial=False, partial_id=None, output="3") == b"err"
+    assert p.dropped == 1  # "AB": stderr went on
+    assert p.add("docker:a", b"uv", partial=True, partial_id="4", output="6") is None
+    assert p.dropped == 2  # "xy": stdout's next split line began
+    assert p.add("docker:a", b"w", partial=False, partial_id="4", output="6") == b"uvw"
+    assert not p.pending
+    # Engines without partial ids: the next unmarked line of the container ends the pieces.
+    assert p.add("docker:a", b"C", partial=True, partial_id=None, output="3") is None
+    assert p.add("docker:a", b"D", partial=False, partial_id=None, output="3") == b"CD"
+    assert (p.dropped, p.pending) == (2, False)
+
+
+def test_the_journal_source_lets_a_line_without_its_last_piece_go(tmp_path: Path) -> None:
+    host = DockerHost()
+    c = host.container(NAME).start()
+    c.line("x" * (2 * COPIER_BUF + 10), when="2026-01-01 10:00:00")
+    assert host.entries[-1]["CONTAINER_PARTIAL_LAST"] == "true"
+    del host.entries[-1]  # journald's rate limit dropped the last piece
+    c.line("the next stderr line", when="2026-01-01 10:00:01")
+    c.line("a stdout line", when="2026-01-01 10:00:02", stream="stdout")
+    source = JournalSource([f"docker:{NAME}"], directory=journal(tmp_path, host.entries))
+    source.open()
+    source.seek_head()
+    got = [i.message if isinstance(i, JournalEntry) else clean_message(i) for i in source.lines()]
+    assert got == ["the next stderr line", "a stdout line"]
+    assert not source.partial_pending  # was true for good: commits held, the fast path off
+    source.close()
 
 
 # --- podman quadlets ---------------------------------------------------------------------------

@@ -44,7 +44,7 @@ RECORD = st.tuples(
     st.sampled_from(["stdout", "stderr"]),
     TIMES,
     st.integers(0, 9),
-    st.sampled_from(["compact"] * 5 + ["ascii", "spaced", "corrupt"]),
+    st.sampled_from(["compact"] * 5 + ["ascii", "spaced", "corrupt", "hole"]),
 )
 
 
@@ -55,6 +55,9 @@ def docker_line(text: str, piece: bool, out: str, ts: str, style: str) -> bytes:
     if style == "spaced":
         return json.dumps(record).encode() + b"\n"
     compact = json.dumps(record, separators=(",", ":"), ensure_ascii=style == "ascii")
+    if style == "hole":
+        # A record cut by a host crash, NUL bytes, then this one: two run together.
+        return b'{"log":"' + text.encode()[:3] + b"\0" * 5 + compact.encode() + b"\n"
     return compact.encode() + b"\n"
 
 
@@ -71,14 +74,21 @@ def reference(data: bytes, fmt: str, seed: str, fixed: str | None) -> list[tuple
     start: str | None = None
     args_seen = False
     current: str | None = None
+    parse = _parse_docker if fmt == "docker" else _parse_cri
+
+    def parsed_of(line: bytes) -> tuple[bytes, int, bytes, bool] | None:
+        parsed = parse(line)
+        t = None if parsed is None else parse_time_us(parsed[1])
+        if parsed is None or t is None:
+            # The record after a hole of NUL bytes is read.
+            return parsed_of(line[line.rfind(b"\0") + 1 :]) if b"\0" in line else None
+        return parsed[0], t, parsed[2], parsed[3]
+
     for line in data.splitlines(keepends=True):
-        parsed = _parse_docker(line) if fmt == "docker" else _parse_cri(line)
-        if parsed is None:
+        got = parsed_of(line)
+        if got is None:
             continue
-        text, ts, output, partial = parsed
-        t = parse_time_us(ts)
-        if t is None:
-            continue
+        text, t, output, partial = got
         held = pieces.get(output)
         if partial:
             if held is None:

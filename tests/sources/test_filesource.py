@@ -84,6 +84,24 @@ def test_docker_lines_targets_and_split_line_joined(tmp_path: Path) -> None:
     assert len({line[1] for line in lines}) == 1
 
 
+def test_lines_with_quotes_count_once_against_the_limit(tmp_path: Path) -> None:
+    """`lines(limit)` hands out `limit` lines, also of text with quotes (json-file's `\\"`):
+    their count of quotes was taken for the count of lines handed out (one line with six
+    quotes ended a batch of three)."""
+    c = DockerDir(tmp_path, CID, "sglang")
+    for i in range(7):
+        c.line(f'line {i} "GET /health" "200" "ok"')
+    source = docker_source(tmp_path)
+    got = [texts(drain(source, limit=3)) for _ in range(3)]
+    assert got == [
+        ['line 0 "GET /health" "200" "ok"', 'line 1 "GET /health" "200" "ok"',
+         'line 2 "GET /health" "200" "ok"'],
+        ['line 3 "GET /health" "200" "ok"', 'line 4 "GET /health" "200" "ok"',
+         'line 5 "GET /health" "200" "ok"'],
+        ['line 6 "GET /health" "200" "ok"'],
+    ]  # fmt: skip
+
+
 def test_position_stays_before_the_first_piece_until_the_line_is_whole(tmp_path: Path) -> None:
     c = DockerDir(tmp_path, CID, "sglang")
     c.line("whole")
@@ -358,6 +376,24 @@ def test_inotify_fd_wakes_on_a_new_line_and_a_new_file(tmp_path: Path) -> None:
         ("sglang-7d9f8b6c4d-x2kqz", "sglang"),  # Deployment
         ("sglang-decode-5f6d7c8b9-h4jzt", "sglang-decode"),
         ("node-agent-x2kqz", "node-agent"),  # DaemonSet, Job
+        # A long Deployment's pods: NAME-HASH- cut to 58 characters before the random 5
+        # (names.SimpleNameGenerator): in the hash, right after it, or after NAME's dash.
+        (
+            "sglang-qwen3-coder-480b-a35b-instruct-fp8-server-7d9f8b6c4x2kqz",
+            "sglang-qwen3-coder-480b-a35b-instruct-fp8-server",
+        ),
+        (
+            "sglang-deepseek-r1-distill-llama-70b-instruct-awq-tp8-7d9fx2kqz",
+            "sglang-deepseek-r1-distill-llama-70b-instruct-awq-tp8",
+        ),
+        (
+            "sglang-deepseek-r1-distill-qwen-32b-instruct-tp-7d9f8b6c4dx2kqz",
+            "sglang-deepseek-r1-distill-qwen-32b-instruct-tp",
+        ),
+        (
+            "sglang-deepseek-r1-distill-qwen-32b-instruct-awq-tp4-node-x2kqz",
+            "sglang-deepseek-r1-distill-qwen-32b-instruct-awq-tp4-node",
+        ),
         ("sglang-0", "sglang-0"),  # StatefulSet: the ordinal stays
         ("sglang-1", "sglang-1"),
         ("lws-sglang-0-1", "lws-sglang-0-1"),  # LeaderWorkerSet worker
@@ -411,6 +447,57 @@ def test_pod_logs_starts_pods_pieces_and_rotation(tmp_path: Path) -> None:
     assert len({ids[0], ids[3], ids[4]}) == 3
     # The same ids on every read, also once the pod's files are gone (ids come from the path).
     assert drain(pod_source(tmp_path)) == lines
+
+
+def test_containers_of_one_pod_named_apart_are_each_read(tmp_path: Path) -> None:
+    """`NS/W/server` and `NS/W/router` are two targets of one pod: each container is read, under
+    the first selector naming it (only the first selector matching the pod was used: the
+    router's lines were never read); a container is read once, also when a later selector of
+    the whole pod matches it too."""
+    pod = PodDir(tmp_path, "llm", "sglang-7d9f8b6c4d-x2kqz", "uid-1")
+    pod.line("server", 0, "server line")
+    pod.line("router", 0, "router line")
+    pod.line("sidecar", 0, "sidecar line")
+    selectors = ["llm/sglang/server", "llm/sglang/router", "llm/sglang"]
+    source = FileSource([PodLayout(tmp_path, [parse_selector(s) for s in selectors])])
+    source.open(follow=False)
+    source.seek_head()
+    assert sorted((line[0], line[2]) for line in drain(source)) == [
+        ("k8s:llm/sglang", "sidecar line"),
+        ("k8s:llm/sglang/router", "router line"),
+        ("k8s:llm/sglang/server", "server line"),
+    ]
+
+
+def test_a_restart_with_a_piece_held_then_a_rotation_loses_no_line(tmp_path: Path) -> None:
+    """Stopped while a split line's first piece was held (the position before it), then the
+    kubelet rotated: from the cursor, the piece is joined with its last piece in the new
+    live file and every line there is read. The replay of the lines handed out before the
+    stop, offsets in the rotated file, was applied to the new file too: its first lines (as
+    many bytes as the position was) were dropped as read, the piece joined with a later line."""
+    pod = PodDir(tmp_path, "llm", "sglang-0", "uid-1")
+    live = pod.live("server", 0)
+    live.write_bytes(
+        b"2026-01-01T10:00:00.000000001Z stderr F first\n"
+        b"2026-01-01T10:00:00.000000002Z stdout F out one\n"
+        b"2026-01-01T10:00:00.000000003Z stderr P piece one \n"
+    )
+    source = pod_source(tmp_path, "llm/sglang-0/server")
+    assert texts(drain(source)) == ["first", "out one"]
+    cursor = source.cursor()
+    source.close()
+    assert cursor is not None
+    pod.rotate("server", 0, "20260101-100000")
+    with open(live, "ab") as fh:
+        fh.write(
+            b"2026-01-01T10:00:00.000000004Z stdout F out two\n"
+            b"2026-01-01T10:00:00.000000005Z stderr F and two\n"
+            b"2026-01-01T10:00:00.000000006Z stderr F last\n"
+        )
+    again = FileSource([PodLayout(tmp_path, [parse_selector("llm/sglang-0/server")])])
+    again.open(follow=False)
+    assert again.seek_cursor(cursor)
+    assert texts(drain(again)) == ["out two", "piece one and two", "last"]
 
 
 def test_pod_rotation_while_following_and_resume(tmp_path: Path) -> None:

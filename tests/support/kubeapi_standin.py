@@ -81,6 +81,9 @@ class StandIn:
     pods: list[dict[str, Any]] = field(default_factory=list)
     version: str = "100"
     status: int = 200  # a list or watch answered with this status instead (403, 500)
+    watch_status: int = 200  # a watch (only) answered with this status instead
+    # Every watch streams these events and ends at once (None: the events the test pushes).
+    watch_reply: list[dict[str, Any]] | None = None
     requests: list[Request] = field(default_factory=list)
     events: queue.Queue[Any] = field(default_factory=queue.Queue)
     port: int = 0
@@ -114,9 +117,16 @@ def _handler(api: StandIn) -> type[BaseHTTPRequestHandler]:
                 doc = {"kind": "PodList", "metadata": {"resourceVersion": api.version}}
                 self._json(200, {**doc, "items": api.pods})
                 return
+            if api.watch_status != 200:
+                self._json(api.watch_status, {"kind": "Status", "code": api.watch_status})
+                return
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.end_headers()  # HTTP/1.0: the stream ends when the connection closes
+            if api.watch_reply is not None:
+                for event in api.watch_reply:
+                    self.wfile.write(json.dumps(event).encode() + b"\n")
+                return
             while True:
                 event = api.events.get()
                 if event is _END:
