@@ -8,17 +8,20 @@ for a writer). Here the stuck one is a real server on 127.0.0.1 that trickles it
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
 from test_alerts import DROP, PCG, Clock, Receiver, comparison, make
 
+from sglang_sentinel.daemon import alerts
 from sglang_sentinel.daemon.alerts import urllib_post
 from sglang_sentinel.daemon.tokenfile import MAX_TOKEN_BYTES
 
@@ -37,7 +40,8 @@ class Trickle:
         self.started = threading.Event()  # a request was read; the answer began
         self.dropped = threading.Event()  # a client gave up on its answer
         self._stop = threading.Event()
-        threading.Thread(target=self._serve, daemon=True).start()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
 
     @property
     def url(self) -> str:
@@ -72,7 +76,14 @@ class Trickle:
                 n += 1
 
     def close(self) -> None:
+        """Stop accepting, for certain: close() alone left _serve blocked in accept(), and with
+        the process stopped and continued (a loaded machine) the next test's Alertmanager had a
+        connection taken and dropped unanswered (RemoteDisconnected, ConnectionResetError)."""
         self._stop.set()
+        with contextlib.suppress(OSError):
+            self.server.shutdown(socket.SHUT_RDWR)  # wakes the accept()
+        self._thread.join(10.0)
+        assert not self._thread.is_alive(), "the trickle server's accept loop did not end"
         self.server.close()
 
 
@@ -140,6 +151,30 @@ def test_the_timeout_bounds_the_whole_request_not_each_read(trickle: Trickle) ->
     assert isinstance(result, TimeoutError)
     assert str(result) == "no complete response within 1 s"
     assert elapsed >= TIMEOUT  # bytes kept coming: a per-read timeout would never have fired
+
+
+def test_a_read_timeout_before_the_deadline_timer_has_run_is_the_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server that never answers: the read's own timeout (as long as the whole deadline) and
+    the deadline's timer end the request together. On a loaded machine the timer thread can run
+    after the read gave up; the failure is still the deadline's, not a bare 'timed out' (the
+    trickle tests failed so with their process stopped for 1.2 s at a time)."""
+    ran_late = threading.Event()
+
+    def expire_late(self: Any, expire: Callable[[Any], None] = alerts._Deadline._expire) -> None:
+        ran_late.wait(15.0)  # the timer thread is not scheduled until the read has given up
+        expire(self)
+
+    monkeypatch.setattr(alerts._Deadline, "_expire", expire_late)
+    with socket.create_server(("127.0.0.1", 0)) as mute:  # never accept()ed: no answer
+        url = f"http://127.0.0.1:{mute.getsockname()[1]}/api/v2/alerts"
+        try:
+            with pytest.raises(TimeoutError) as caught:
+                urllib_post(url, b"[]", {}, TIMEOUT)
+        finally:
+            ran_late.set()
+    assert str(caught.value) == "no complete response within 1 s"
 
 
 @pytest.mark.parametrize("kind", ["fifo", "too-large", "directory"])
