@@ -932,9 +932,7 @@ def _cause(exc: Exception) -> Exception:
 def _starts_sglang_line(message: str) -> bool:
     """A new SGLang line (its `[time ...]` prefix), also inside the wrappers other tools put
     before it (a Ray actor's, docker compose's): never the continuation of a split line."""
-    return LINE_START_RE.match(message) is not None or (
-        not message.startswith("[") and LINE_START_RE.match(strip_wrappers(message)) is not None
-    )
+    return LINE_START_RE.match(strip_wrappers(message)) is not None
 
 
 def _add_hits(rule_id: str, lines: int, *counts: dict[str, int]) -> None:

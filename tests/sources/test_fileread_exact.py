@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from logfiles import file_source
 
 from sglang_sentinel.model import JournalEntry, parse_selector
 from sglang_sentinel.sources import (
@@ -133,17 +134,6 @@ def as_lines(items: list[tuple[str, Any]]) -> list[tuple[str, int]]:
 Record = tuple[str, bool, str, str, int, str]
 
 
-def source_of(layout: Layout, reader: str) -> FileSource:
-    source = FileSource([layout])
-    if reader == "python":
-        source._run = None  # every line cut in Python
-    else:
-        assert readers._fileread is not None, "the C file reader is not built"
-        assert source._run is readers._fileread.run
-    source.open(follow=False)
-    return source
-
-
 def check(fmt: str, records: list[Record], chunk: int, reader: str) -> None:
     make = docker_line if fmt == "docker" else cri_line
     data = b"".join(
@@ -170,13 +160,13 @@ def check(fmt: str, records: list[Record], chunk: int, reader: str) -> None:
             fixed = pod_start("uid-1", "server", "0")
         expected = reference(data, fmt, seed, fixed)
 
-        whole = source_of(layout, reader)
+        whole = file_source(layout, reader)
         whole.seek_head()
         assert read(whole, None) == expected
         whole.close()
 
         # In chunks, and a restart from the cursor after the first one.
-        chunked = source_of(layout, reader)
+        chunked = file_source(layout, reader)
         chunked.seek_head()
         got = read(chunked, chunk)
         cursor = chunked.cursor()
@@ -188,7 +178,7 @@ def check(fmt: str, records: list[Record], chunk: int, reader: str) -> None:
             rest += more
         chunked.close()
         assert as_lines(got + rest) == as_lines(expected)
-        again = source_of(layout, reader)
+        again = file_source(layout, reader)
         if cursor is None:
             again.seek_head()
         else:

@@ -12,10 +12,10 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from logfiles import Clock, DockerDir, PodDir, rfc3339
+from logfiles import Clock, DockerDir, PodDir, file_source, rfc3339
 
 from sglang_sentinel.model import JournalEntry, parse_selector
-from sglang_sentinel.sources import DockerLayout, FileSource, Layout, PodLayout, readers
+from sglang_sentinel.sources import DockerLayout, FileSource, Layout, PodLayout
 from sglang_sentinel.text import clean_message
 
 CID = "d" * 64
@@ -23,12 +23,7 @@ READERS = ["c", "python"]
 
 
 def source_of(layout: Layout, reader: str) -> FileSource:
-    source = FileSource([layout])
-    if reader == "python":
-        source._run = None  # every line cut in Python
-    else:
-        assert readers._fileread is not None, "the C file reader is not built"
-    source.open(follow=False)
+    source = file_source(layout, reader)
     source.seek_head()
     return source
 

@@ -17,6 +17,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from sglang_sentinel.sources import FileSource, Layout, readers
+
 PIECE = 16 * 1024  # Docker's copier buffer and containerd's max_container_log_line_size
 
 
@@ -166,3 +168,16 @@ def sglang_start(write: Any, day: str, mrr: int, noise: int = 0) -> None:
     write(f"[{day} 10:00:55] The server is fired up and ready to roll!")
     for i in range(noise):
         write(f'[{day} 10:01:00] INFO:     127.0.0.1:{40000 + i} - "GET /health HTTP/1.1" 200 OK')
+
+
+def file_source(layout: Layout, reader: str) -> FileSource:
+    """A one-shot FileSource over `layout`, opened, with the C line reader (`reader` "c", which
+    must be built) or every line cut in Python ("python")."""
+    source = FileSource([layout])
+    if reader == "python":
+        source._run = None
+    else:
+        assert readers._fileread is not None, "the C file reader is not built"
+        assert source._run is readers._fileread.run
+    source.open(follow=False)
+    return source
