@@ -35,12 +35,14 @@ def _reach_interpreter() -> str:
     world-searchable tmpfs that holds only bind mounts of the next steps. The state directory
     under test is not touched.
     """
-    checkout = Path(sglang_sentinel.__file__).resolve().parents[1]
+    # The package directory, not the checkout: a checkout that is itself closed (a clone in a
+    # `mktemp -d` directory, mode 0700) is then one of the directories on the way, covered too.
+    package = Path(sglang_sentinel.__file__).resolve().parent
     bases = {
         Path(sys.base_prefix).resolve(),
         Path(os.path.realpath(sys.executable)),
         Path(sys.prefix).resolve(),
-        checkout,
+        package,
     }
     steps: dict[Path, set[str]] = {}
     for base in bases:
