@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import importlib
 import itertools
 import re
@@ -336,51 +337,63 @@ _CLASS_POINTS = "0159/:az.-é]^"
 _GROUP_OPENERS = ["(", "(?:", "(?P<g{}>", "(?i:", "(?-i:", "(?s-i:", "(?i-i:"]
 
 
+# The grammar's strategies, each built once: one built inside a draw is built and validated
+# again on every draw, which cost more than the test itself (same strategies, same choices).
+@functools.cache
+def _ints(low: int, high: int) -> st.SearchStrategy[int]:
+    return st.integers(low, high)
+
+
+@functools.cache
+def _pick(options: str | tuple[str, ...]) -> st.SearchStrategy[str]:
+    return st.sampled_from(options)
+
+
 def _class(draw: st.DrawFn) -> str:
     items = []
-    for _ in range(draw(st.integers(1, 4))):
-        kind = draw(st.integers(0, 3))
+    for _ in range(draw(_ints(1, 4))):
+        kind = draw(_ints(0, 3))
         if kind == 0:
-            items.append(draw(st.sampled_from(_CLASS_POINTS)))
+            items.append(draw(_pick(_CLASS_POINTS)))
         elif kind == 1:
-            low, high = draw(st.sampled_from(_CLASS_POINTS)), draw(st.sampled_from(_CLASS_POINTS))
+            low, high = draw(_pick(_CLASS_POINTS)), draw(_pick(_CLASS_POINTS))
             items.append(f"{low}-{high}")
         elif kind == 2:
-            items.append(draw(st.sampled_from([r"\d", r"\D", r"\w", r"\W", r"\s", r"\S"])))
+            items.append(draw(_pick((r"\d", r"\D", r"\w", r"\W", r"\s", r"\S"))))
         else:
-            items.append(draw(st.sampled_from([r"\]", r"\-", r"\\", r"\n", r"\b"])))
-    return "[" + draw(st.sampled_from(["", "^"])) + "".join(items) + "]"
+            items.append(draw(_pick((r"\]", r"\-", r"\\", r"\n", r"\b"))))
+    return "[" + draw(_pick(("", "^"))) + "".join(items) + "]"
 
 
 def _atom(draw: st.DrawFn, depth: int, names: list[str], extra: list[str]) -> str:
-    kind = draw(st.integers(0, 9 if depth < 3 else 7))
+    kind = draw(_ints(0, 9 if depth < 3 else 7))
     if kind <= 2:
-        return draw(st.sampled_from(_CHARS + (_DIGITS if kind == 0 else "")))
+        return draw(_pick(_CHARS + (_DIGITS if kind == 0 else "")))
     if kind == 3:
-        return draw(st.sampled_from([*_ESCAPES, "."]))
+        return draw(_pick((*_ESCAPES, ".")))
     if kind == 4:
-        return draw(st.sampled_from(_ANCHORS))
+        return draw(_pick(tuple(_ANCHORS)))
     if kind == 5:
         return _class(draw)
     if kind == 6:
-        return draw(st.sampled_from(_ODD_BRACES + extra))
+        return draw(_pick((*_ODD_BRACES, *extra)))
     if kind == 7:
-        return draw(st.sampled_from(_CHARS))
-    opener = draw(st.sampled_from(_GROUP_OPENERS))
+        return draw(_pick(_CHARS))
+    opener = draw(_pick(tuple(_GROUP_OPENERS)))
     if "{}" in opener:
-        names.append(f"g{draw(st.integers(0, len(names)))}")  # sometimes a name used before
+        names.append(f"g{draw(_ints(0, len(names)))}")  # sometimes a name used before
         opener = opener.format(names[-1][1:])
     return opener + _alternation(draw, depth + 1, names, extra) + ")"
 
 
 def _alternation(draw: st.DrawFn, depth: int, names: list[str], extra: list[str]) -> str:
     branches = []
-    for _ in range(draw(st.integers(1, 3))):
+    for _ in range(draw(_ints(1, 3))):
         pieces = []
-        for _ in range(draw(st.integers(0, 4))):
+        for _ in range(draw(_ints(0, 4))):
             atom = _atom(draw, depth, names, extra)
-            quantifier = draw(st.sampled_from(["", "", "", *_QUANTIFIERS]))
-            lazy = draw(st.sampled_from(["", "", "?"])) if quantifier else ""
+            quantifier = draw(_pick(("", "", "", *_QUANTIFIERS)))
+            lazy = draw(_pick(("", "", "?"))) if quantifier else ""
             pieces.append(atom + quantifier + lazy)
         branches.append("".join(pieces))
     return "|".join(branches)
@@ -389,7 +402,7 @@ def _alternation(draw: st.DrawFn, depth: int, names: list[str], extra: list[str]
 @st.composite
 def patterns(draw: st.DrawFn, extra: tuple[str, ...] = ()) -> str:
     """Patterns from a small grammar of the syntax rules use, with `extra` atoms mixed in."""
-    flags = draw(st.sampled_from(["", "", "(?i)", "(?s)(?m)"]))
+    flags = draw(_pick(("", "", "(?i)", "(?s)(?m)")))
     return flags + _alternation(draw, 0, [], list(extra))
 
 
