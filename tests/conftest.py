@@ -11,8 +11,12 @@ import browser
 import hostguard
 import journaltools
 import pytest
+import rulememo
 import structlog
 from sentinelproc import Sentinel, Sentinels
+
+from sglang_sentinel import pipeline
+from sglang_sentinel.rules import load_rules
 
 ROOT_FIXTURES = frozenset({"live_journald", "run_in_unit"})
 
@@ -62,6 +66,17 @@ def _fresh_structlog() -> Iterator[None]:
     structlog.reset_defaults()
     yield
     structlog.reset_defaults()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _rules_loaded_once_per_content() -> Iterator[rulememo.RuleMemo]:
+    """In-process pipelines and CLI commands get the RuleSet an earlier load of the same rule
+    files gave (see tests/support/rulememo.py): loading the pack was ~60 ms a time, hundreds
+    of times a run."""
+    memo = rulememo.RuleMemo(load_rules)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pipeline, "load_rules", memo)
+        yield memo
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -24,12 +24,9 @@ from pathlib import Path
 import pytest
 from journaltools import ExportValue, StartupScript, build_journal, write_export
 
-from sglang_sentinel import pipeline
 from sglang_sentinel.cli import main
 from sglang_sentinel.config.load import load_config
 from sglang_sentinel.daemon import Daemon
-from sglang_sentinel.rules.files import load_rules
-from sglang_sentinel.rules.ruleset import RuleSet
 from sglang_sentinel.state import DB_NAME, StateStore
 
 A, B, C, D = (f"sglang-{x}.service" for x in "abcd")
@@ -94,23 +91,6 @@ def run_daemon(journal: Path, state: Path, units: Sequence[str]) -> None:
     daemon.pipeline.resume(from_boot_start=False)
     daemon._drain()
     daemon._shutdown()
-
-
-_RULES: dict[tuple[str, ...], RuleSet] = {}
-
-
-@pytest.fixture(autouse=True)
-def _rules_loaded_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every command here loads the same bundled rules; a RuleSet is immutable, so they are
-    loaded once for the module (each command loading them again is most of its time)."""
-
-    def load(dirs: Sequence[Path]) -> RuleSet:
-        key = tuple(str(d) for d in dirs)
-        if key not in _RULES:
-            _RULES[key] = load_rules(dirs)
-        return _RULES[key]
-
-    monkeypatch.setattr(pipeline, "load_rules", load)
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
