@@ -138,10 +138,14 @@ def test_long_adversarial_lines_are_bounded() -> None:
     worst_line = ""
     for line in adversarial_lines(200_000):
         elapsed = 1.0
-        for _ in range(3):  # best of three, in CPU time: a shared CI machine adds scheduling noise
+        # Best of three, in CPU time: a shared CI machine adds scheduling noise. A try within
+        # the bound settles it (the best of three would be within it too).
+        for _ in range(3):
             start = time.thread_time()
             check(line)
             elapsed = min(elapsed, time.thread_time() - start)
+            if elapsed < 0.05:
+                break
         if elapsed > worst:
             worst, worst_line = elapsed, line
     assert worst < 0.05, (worst, worst_line[:120])
