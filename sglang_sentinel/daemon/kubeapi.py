@@ -226,6 +226,8 @@ class PodLabels:
                     return
                 self.failures += 1
                 failure, version = exc, None  # listed again
+            if self._stop.is_set():
+                return
             if self._streamed >= STEADY_WATCH_S:
                 wait = RETRY_FIRST_S
                 if failure is None or failure.status == 410:
