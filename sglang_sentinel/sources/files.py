@@ -649,9 +649,12 @@ class FileSource:
                 if self._is(pos, path):
                     here = i
                     break
-        if here is None and pos.fplen == 0 and pos.path in files and not self._unlinked(pos):
-            # An empty file has no fingerprint to be found by; it is where its name is.
-            here = files.index(pos.path)
+        if here is None and pos.fplen == 0:
+            # An empty file has no fingerprint to be found by (and a gzipped one no inode in
+            # its position): it is the listed file that is the one open, under whatever name it
+            # has now. Not the one with its old name: rotation renames an empty `.1.gz` to
+            # `.2.gz` and makes a new `.1.gz` of the live file, which would be passed over.
+            here = self._open_index(files, pos)
         if here is not None and here == len(files) - 1:
             return ()
         if here is not None:
@@ -663,6 +666,27 @@ class FileSource:
         if not self._unlinked(pos):
             pos.skip_us = max(pos.skip_us, pos.last_us)
         return files
+
+    @staticmethod
+    def _open_index(files: Sequence[Path], pos: _Position) -> int | None:
+        """The index in `files` of the file the position has open (by inode), None when it
+        is not among them."""
+        if pos.fh is None:
+            return None
+        try:
+            st = os.fstat(pos.fh.fileno())
+        except OSError:
+            return None
+        if st.st_nlink == 0:
+            return None
+        for i, path in enumerate(files):
+            try:
+                other = os.stat(path)
+            except OSError:
+                continue
+            if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
+                return i
+        return None
 
     @staticmethod
     def _unlinked(pos: _Position) -> bool:
