@@ -43,13 +43,16 @@ FILE_BYTES: Final = 8 << 20
 # keep, tests/state/test_baseline_file.py holds them equal): templates (TEMPLATES_KEPT +
 # OTHER_KEPT), a template's characters (the first BODY_CHARS of a line, masked: a placeholder
 # can be longer than what it replaced, `/a` -> `<PATH>`), an example's (EXAMPLE_CHARS), ranks
-# per template (RANKS_KEPT) and a rank label's characters, rules and facts per template.
+# per template (RANKS_KEPT) and a rank label's characters (`DP1 PP0 TP7 EP63`), rules and
+# facts per template (a line matches a rule or two) and the characters of a rule id, fact,
+# decode bucket or counter name (the pack's longest is 43; a user rule's id has no bound).
 LEDGER_TEMPLATES: Final = 192
 TEMPLATE_CHARS: Final = 4 * BODY_CHARS
 EXAMPLE_CHARS: Final = 400
 TEMPLATE_RANKS: Final = 256
-NAMES: Final = 64
-NAME_CHARS: Final = 200
+RANK_CHARS: Final = 64
+NAMES: Final = 32
+NAME_CHARS: Final = 128
 # Decode: buckets (MAX_BUCKETS), samples per bucket (MAX_SAMPLES_PER_BUCKET), numbers per
 # sample, capture sizes, counters and phase marks.
 DECODE_BUCKETS: Final = 32
@@ -325,14 +328,18 @@ def _template_problem(item: Any, seen: set[str]) -> str | None:
     seen.add(item["template"])
     if item["kind"] not in (DOWNGRADE, OTHER):
         return f'"kind" must be "{DOWNGRADE}" or "{OTHER}", not {item["kind"]!r}'
-    for key, count in (("ranks", TEMPLATE_RANKS), ("rules", NAMES), ("facts", NAMES)):
+    for key, count, chars in (
+        ("ranks", TEMPLATE_RANKS, RANK_CHARS),
+        ("rules", NAMES, NAME_CHARS),
+        ("facts", NAMES, NAME_CHARS),
+    ):
         names = item[key]
         if not (
             isinstance(names, list)
             and len(names) <= count
-            and all(isinstance(n, str) and 0 < len(n) <= NAME_CHARS for n in names)
+            and all(isinstance(n, str) and 0 < len(n) <= chars for n in names)
         ):
-            return f'"{key}" must be a list of at most {count} names ({NAME_CHARS} characters)'
+            return f'"{key}" must be a list of at most {count} names of 1 to {chars} characters'
     return None
 
 
