@@ -35,9 +35,10 @@ from .codec import plain, record_from_doc
 FORMAT: Final = "sglang-sentinel-baseline"
 VERSION: Final = 2
 READS: Final = (1, 2)  # the versions read_document takes
-# The largest baseline file read: a ledger at its bounds (192 templates with 256 ranks each) and
-# a full decode summary (32 buckets of 64 samples) as `--export` indents them are about
-# {measured} MiB.
+# The largest baseline file read. A file at every bound below (192 templates of 8,000
+# characters with 256 ranks, 32 rules and 32 facts each; 32 decode buckets of 64 samples) as
+# `--export` indents it is 7.4 MB; a real one is far smaller (the demo's: 33 kB; 192 templates
+# of 2,000 characters on 16 ranks with full decode buckets: about 0.75 MB).
 FILE_BYTES: Final = 8 << 20
 # Bounds of the observed part as read (what startups/ledger.py and startups/decode_samples.py
 # keep, tests/state/test_baseline_file.py holds them equal): templates (TEMPLATES_KEPT +
@@ -281,11 +282,11 @@ def _ledger_problems(ledger: Any) -> list[str]:
     if not isinstance(ledger, dict):
         return [f'"{where}" must be an object or null']
     problems = []
-    mask = ledger.get("mask_version")
+    mask: Any = ledger.get("mask_version")
     if not _count(mask) or not 1 <= mask <= MASK_VERSION:
         problems.append(
-            f'"{where}.mask_version" {mask!r} is unknown (this sentinel masks with versions '
-            f"1 to {MASK_VERSION}; export the file with this version or an older one)"
+            f'"{where}.mask_version" {mask!r} is unknown (this sentinel knows mask versions '
+            f"1 to {MASK_VERSION}; a newer sentinel exported it: upgrade this one)"
         )
     if not _count(ledger.get("dropped")):
         problems.append(f'"{where}.dropped" must be a count (an integer of at least 0)')
