@@ -3,7 +3,10 @@
 With `kubernetes.labels` set, the daemon lists and then watches the pods of its own node
 (`GET /api/v1/pods?fieldSelector=spec.nodeName=NODE`, then `watch=true` from the list's
 resourceVersion, bookmarks on; a 410 Gone or a dropped stream lists again) and keeps, per pod,
-the values of the configured label keys. That is all it asks of the API: `get`, `list`, `watch`
+the values of the configured label keys. Each list or watch that ends before it has streamed for
+STEADY_WATCH_S waits a backoff that doubles up to RETRY_MAX_S, whatever it had streamed: a server
+or proxy that ends every watch at once (empty, one event and then 410 Gone) is asked ever more
+slowly, never in a loop. That is all it asks of the API: `get`, `list`, `watch`
 on pods (the ClusterRole in deploy/kubernetes/api-labels/). Identity never comes from here:
 targets, starts and baselines are the pod log files' (sources/podlogs.py); a label only
 describes the pod.
@@ -26,7 +29,7 @@ import ssl
 import threading
 import time
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -45,6 +48,9 @@ WATCH_SECONDS: Final = 300  # the server ends each watch after this; it is then 
 RETRY_FIRST_S: Final = 1.0
 RETRY_MAX_S: Final = 60.0
 MIN_WATCH_S: Final = 1.0  # a watch ending sooner without an event failed (as in client-go)
+# A watch that streamed this long worked: the wait is back to RETRY_FIRST_S and what follows
+# (the next watch, a list after 410 Gone) comes at once. A shorter one, events or not, waits.
+STEADY_WATCH_S: Final = 30.0
 
 
 class KubeApiError(Exception):
@@ -147,17 +153,25 @@ class PodLabels:
     replaced whole at each change, so any thread reads a consistent one without a lock.
     """
 
-    def __init__(self, endpoint: ApiEndpoint, keys: tuple[str, ...], *, timeout: float = 10.0):
+    def __init__(
+        self,
+        endpoint: ApiEndpoint,
+        keys: tuple[str, ...],
+        *,
+        timeout: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.endpoint = endpoint
         self.keys = keys
         self.names = tuple(pod_label_name(k) for k in keys)
         self._timeout = timeout
+        self._clock = clock  # how long a watch streamed (a test drives it)
         self._pods: Mapping[str, Mapping[str, str]] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._conn: _TlsConnection | None = None
         self._conn_lock = threading.Lock()
-        self._watched = False  # a watch since the last list had an event or lasted
+        self._streamed = 0.0  # how long the last watch streamed (0: none got a response)
         self.lists = 0  # successful lists (a test waits on them)
         self.failures = 0
 
@@ -195,35 +209,44 @@ class PodLabels:
     # -- the thread -------------------------------------------------------------------------------
 
     def _run(self) -> None:
-        # The wait before the next try doubles at each failure and is back to its first value
-        # only once a watch has worked (an event, or a stream that lasted): a list that succeeds
-        # while every watch fails at once (refused, closed, 410 Gone from the version just
-        # listed) is retried ever more slowly, not listed again every second or in a loop.
-        wait = RETRY_FIRST_S
+        # The wait before the next request doubles at each list or watch that ended before
+        # STEADY_WATCH_S and is back to its first value only once a watch streamed that long.
+        # A list that succeeds while every watch fails at once (refused, closed, 410 Gone from
+        # the version just listed, also after an event) is retried ever more slowly, not every
+        # second or in a loop; so is a watch that ends soon after its events.
+        wait, version = RETRY_FIRST_S, None
         while not self._stop.is_set():
-            self._watched = False
+            self._streamed, failure = 0.0, None
             try:
-                version = self._list()
-                while not self._stop.is_set():
-                    version = self._watch(version)
-                    wait = RETRY_FIRST_S
-                    self._stop.wait(0.1)  # a server that ends every watch soon: no busy loop
+                if version is None:
+                    version = self._list()
+                version = self._watch(version)
             except KubeApiError as exc:
                 if self._stop.is_set():
                     return
                 self.failures += 1
-                if self._watched:
-                    wait = RETRY_FIRST_S
-                    if exc.status == 410:  # Gone: the version expired; list again at once
-                        continue
+                failure, version = exc, None  # listed again
+            if self._stop.is_set():
+                return
+            if self._streamed >= STEADY_WATCH_S:
+                wait = RETRY_FIRST_S
+                if failure is None or failure.status == 410:
+                    continue  # ended by the server (timeoutSeconds) or expired: at once
+            if failure is not None:
                 log.warning(
                     "kubernetes_api_failed",
-                    error=str(exc),
-                    status=exc.status,
+                    error=str(failure),
+                    status=failure.status,
                     retry_in_seconds=wait,
                 )
-                self._stop.wait(wait)
-                wait = min(wait * 2, RETRY_MAX_S)
+            else:
+                log.info(
+                    "kubernetes_watch_ended_early",
+                    streamed_seconds=round(self._streamed, 3),
+                    retry_in_seconds=wait,
+                )
+            self._stop.wait(wait)
+            wait = min(wait * 2, RETRY_MAX_S)
 
     def _query(self, **extra: str) -> str:
         params = {"fieldSelector": f"spec.nodeName={self.endpoint.node}", **extra}
@@ -308,26 +331,27 @@ class PodLabels:
                 allowWatchBookmarks="true",
                 timeoutSeconds=str(WATCH_SECONDS),
             )
+            began, worked = self._clock(), False  # before the request: a test sees it made
             response = self._get(conn, query)
-            began, worked = time.monotonic(), False
-            while not self._stop.is_set():
-                try:
-                    line = response.readline(MAX_LINE_BYTES + 1)
-                except (OSError, ValueError, http.client.HTTPException) as exc:
-                    self._watched |= time.monotonic() - began >= MIN_WATCH_S
-                    raise KubeApiError(f"watch ended: {_reason(exc)}") from None
-                if not line:
-                    # The server ended it (timeoutSeconds): resume. At once and without an
-                    # event, it failed (client-go's "very short watch").
-                    if not worked and time.monotonic() - began < MIN_WATCH_S:
-                        raise KubeApiError("watch ended at once without an event")
-                    self._watched = True
-                    return version
-                if len(line) > MAX_LINE_BYTES:
-                    raise KubeApiError("watch event too large")
-                version = self._event(line, version)
-                worked = self._watched = True
-            return version
+            try:
+                while not self._stop.is_set():
+                    try:
+                        line = response.readline(MAX_LINE_BYTES + 1)
+                    except (OSError, ValueError, http.client.HTTPException) as exc:
+                        raise KubeApiError(f"watch ended: {_reason(exc)}") from None
+                    if not line:
+                        # The server ended it (timeoutSeconds): resume. At once and without an
+                        # event, it failed (client-go's "very short watch").
+                        if not worked and self._clock() - began < MIN_WATCH_S:
+                            raise KubeApiError("watch ended at once without an event")
+                        return version
+                    if len(line) > MAX_LINE_BYTES:
+                        raise KubeApiError("watch event too large")
+                    version = self._event(line, version)
+                    worked = True
+                return version
+            finally:
+                self._streamed = self._clock() - began
         finally:
             if response is not None:
                 response.close()  # a response that will close holds the socket, not conn

@@ -10,10 +10,11 @@ import sys
 import threading
 import time
 import traceback
+from functools import partial
 from pathlib import Path
 
 import pytest
-from kubeapi_standin import make_ca, pod, serve
+from kubeapi_standin import StandIn, make_ca, pod, serve
 from logfiles import PodDir, sglang_start
 from prometheus_client import generate_latest
 from sentinelproc import wait_until
@@ -170,6 +171,14 @@ def test_an_api_server_the_ca_does_not_vouch_for_gets_no_token(
 
 
 GONE = {"type": "ERROR", "object": {"kind": "Status", "code": 410}}
+EXPIRED_STATUS: dict[str, object] = {
+    "kind": "Status",
+    "code": 410,
+    "reason": "Expired",
+    "message": "too old resource version: 100 (101)",
+}
+EXPIRED = {"type": "ERROR", "object": EXPIRED_STATUS}
+AN_EVENT = {"type": "MODIFIED", "object": pod("llm", POD, {"app": "sglang"}, "101")}
 
 
 @pytest.mark.parametrize(
@@ -178,6 +187,8 @@ GONE = {"type": "ERROR", "object": {"kind": "Status", "code": 410}}
         pytest.param({"watch_status": 403}, id="watch-forbidden"),
         pytest.param({"watch_reply": []}, id="watch-ends-at-once"),
         pytest.param({"watch_reply": [GONE]}, id="gone-right-after-the-list"),
+        pytest.param({"watch_reply": [AN_EVENT, EXPIRED]}, id="an-event-then-expired"),
+        pytest.param({"watch_status": 410}, id="watch-answered-410-gone"),
     ],
 )
 def test_a_watch_that_fails_at_once_after_every_list_backs_off(
@@ -187,9 +198,10 @@ def test_a_watch_that_fails_at_once_after_every_list_backs_off(
     watch: dict[str, object],
 ) -> None:
     """Every list succeeds and every watch fails at once (refused, closed without an event,
-    410 Gone from the version just listed): each retry waits twice as long, up to the
-    maximum. The list's success reset the wait (a list a second, forever), a stream closed at
-    once was resumed every 0.1 s and a 410 listed again at once, in a loop."""
+    410 Gone from the version just listed, also after one event): each retry waits twice as
+    long, up to the maximum. The list's success reset the wait (a list a second, forever), a
+    stream closed at once was resumed every 0.1 s and a 410 listed again at once, in a loop
+    (after an event: 501 lists in 10 s against the stand-in, one per TLS handshake)."""
     monkeypatch.setattr(kubeapi, "RETRY_FIRST_S", 0.02)
     monkeypatch.setattr(kubeapi, "RETRY_MAX_S", 0.16)
     monkeypatch.setattr(kubeapi, "MIN_WATCH_S", 60.0)  # "at once" also on a slow machine
@@ -240,6 +252,71 @@ def test_a_watch_that_worked_and_then_ends_at_once_every_time_backs_off(
     assert "watch ended at once without an event" in first
     waits = re.findall(r"retry_in_seconds\W+([0-9.]+)", text.out + text.err)
     assert [float(w) for w in waits[:3]] == [0.02, 0.04, 0.08]
+
+
+def test_a_watch_that_ends_soon_after_its_event_every_time_is_resumed_ever_more_slowly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every watch streams one event and ends: each is resumed from the version it reached
+    (no list), after a wait that doubles up to the maximum (each was resumed 0.1 s later,
+    forever: 88 watches in 10 s against the stand-in)."""
+    monkeypatch.setattr(kubeapi, "RETRY_FIRST_S", 0.02)
+    monkeypatch.setattr(kubeapi, "RETRY_MAX_S", 0.16)
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    with serve(tmp_path) as (api, ca):
+        api.watch_reply = [AN_EVENT]
+        endpoint = ApiEndpoint("127.0.0.1", api.port, tmp_path / "token", ca, "node-a")
+        labels = PodLabels(endpoint, ("app",), clock=lambda: 0.0)  # every watch: at once
+        labels.start()
+        try:
+            wait_until(lambda: len(api.seen()) >= 7, 5, "six watches")
+        finally:
+            labels.stop()
+        seen = api.seen()
+    text = capsys.readouterr()
+    ended = [ln for ln in (text.out + text.err).splitlines() if "watch_ended_early" in ln]
+    waits = [float(w) for ln in ended for w in re.findall(r"retry_in_seconds\W+([0-9.]+)", ln)]
+    assert waits[:5] == [0.02, 0.04, 0.08, 0.16, 0.16]
+    assert [r.query.get("watch") for r in seen[:7]] == [None] + ["true"] * 6
+    assert [r.query.get("resourceVersion") for r in seen[1:7]] == ["100"] + ["101"] * 5
+    assert labels.failures == 0
+
+
+def test_a_watch_that_streamed_long_enough_resets_the_wait(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two watches fail at once (the wait grows); one streams for STEADY_WATCH_S and then
+    its version expires: listed again at once, and the next failure waits the first wait."""
+    monkeypatch.setattr(kubeapi, "RETRY_FIRST_S", 0.02)
+    monkeypatch.setattr(kubeapi, "RETRY_MAX_S", 0.16)
+    now = [0.0]
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    with serve(tmp_path) as (api, ca):
+        endpoint = ApiEndpoint("127.0.0.1", api.port, tmp_path / "token", ca, "node-a")
+        labels = PodLabels(endpoint, ("app",), clock=lambda: now[0])
+        labels.start()
+        try:
+            for watch in (1, 2, 3, 4):
+                wait_until(partial(_watches_are, api, watch), 5, f"watch {watch}")
+                if watch == 3:
+                    now[0] += kubeapi.STEADY_WATCH_S
+                api.push("ERROR", EXPIRED_STATUS)
+                wait_until(partial(_failures_are, labels, watch), 5, f"failure {watch}")
+        finally:
+            labels.stop()
+        seen = api.seen()
+    text = capsys.readouterr()
+    waits = re.findall(r"retry_in_seconds\W+([0-9.]+)", text.out + text.err)
+    assert [float(w) for w in waits] == [0.02, 0.04, 0.02]
+    assert [r.query.get("watch") for r in seen[:8]] == [None, "true"] * 4
+
+
+def _watches_are(api: StandIn, n: int) -> bool:
+    return sum(1 for r in api.seen() if r.query.get("watch") == "true") == n
+
+
+def _failures_are(labels: PodLabels, n: int) -> bool:
+    return labels.failures == n
 
 
 def test_without_labels_the_api_is_not_read_and_in_a_pod_the_environment_says_where() -> None:

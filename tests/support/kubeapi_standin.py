@@ -133,6 +133,10 @@ def _handler(api: StandIn) -> type[BaseHTTPRequestHandler]:
                     return
                 self.wfile.write(json.dumps(event).encode() + b"\n")
                 self.wfile.flush()
+                if event["type"] == "ERROR":
+                    # The API server ends a watch after its ERROR event; the next event pushed
+                    # is for the next watch, not read by this one's handler.
+                    return
 
         def _json(self, status: int, doc: dict[str, Any]) -> None:
             body = json.dumps(doc).encode()
