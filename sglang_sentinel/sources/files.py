@@ -58,8 +58,12 @@ FINGERPRINT_BYTES: Final = 1 << 17
 # A joined line longer than this is cut (a server_args line is ~50 KB).
 MAX_LINE_BYTES: Final = 1 << 20
 # Positions kept for streams no longer found (a directory unreadable for a while must not make
-# a stream start over when it comes back); the oldest are forgotten past this.
+# a stream start over when it comes back): the newest this many by their last line's time; the
+# older ones are forgotten, in memory and in the cursor alike.
 POSITIONS_KEPT: Final = 4096
+# Memory holds at most this many gone streams' positions more before it forgets down to
+# POSITIONS_KEPT again (a trim sorts them: not at every listing of a crash-looping pod).
+POSITIONS_SLACK: Final = POSITIONS_KEPT // 16
 CURSOR_VERSION: Final = 1
 # A file is read in blocks of this size, its lines cut with bytes.find (not readline).
 BLOCK_BYTES: Final = 1 << 20
@@ -416,6 +420,7 @@ class FileSource:
                 self._layout_changed = True
 
     def _discover(self) -> None:
+        previous = self._streams
         streams: list[Stream] = []
         for layout in self.layouts:
             if self._inotify is not None:
@@ -436,6 +441,20 @@ class FileSource:
                 streams.append(old)
         self._streams = sorted(streams, key=self._order)
         self._layout_changed = False
+        self._prune(left={old.key for old in previous} - {s.key for s in self._streams})
+
+    def _prune(self, left: set[str]) -> None:
+        """Forget what streams no longer there hold in memory (`left`: those the listing just
+        dropped): their layout and first line's time at once, and, past POSITIONS_KEPT plus
+        the slack, the positions of gone streams the cursor would not save either. A
+        crash-looping pod makes a stream per restart, a Docker host a container per `run`;
+        without this the three grew with every one the daemon ever saw."""
+        for key in left:
+            self._layout_of.pop(key, None)
+            self._first_us.pop(key, None)
+        if len(self._positions) > len(self._streams) + POSITIONS_KEPT + POSITIONS_SLACK:
+            for key in self._forgotten(self._positions, {s.key for s in self._streams}):
+                del self._positions[key]
 
     def _order(self, stream: Stream) -> tuple[int, str]:
         """Streams in the order they started: the time of their first line (unknown: last)."""
@@ -1002,15 +1021,32 @@ class FileSource:
 
     def cursor(self) -> str | None:
         """Every stream's position, as JSON (None before anything was positioned)."""
-        saved = {key: pos.saved() for key, pos in self._positions.items() if pos.found or pos.fp}
+        forgotten = self._forgotten(self._positions, {s.key for s in self._streams})
+        saved = {
+            key: pos.saved()
+            for key, pos in self._positions.items()
+            if (pos.found or pos.fp) and key not in forgotten
+        }
         if not saved:
             return None
-        if len(saved) > POSITIONS_KEPT:
-            live = {s.key for s in self._streams}
-            gone = [k for k in saved if k not in live]
-            for key in gone[: len(saved) - POSITIONS_KEPT]:
-                del saved[key]
         return json.dumps({"v": CURSOR_VERSION, "s": saved}, separators=(",", ":"))
+
+    @staticmethod
+    def _forgotten(positions: Mapping[str, _Position], live: set[str]) -> set[str]:
+        """The positions neither memory nor the cursor keeps: of streams not listed now (and
+        no file open), those with nothing to save and all but the POSITIONS_KEPT newest by
+        their last line's time. Gone streams only get older, so forgetting them early (in
+        memory) or late (in the cursor) forgets the same ones."""
+        gone = [
+            (pos.last_us, key)
+            for key, pos in positions.items()
+            if key not in live and pos.fh is None
+        ]
+        empty = {key for _t, key in gone if not (positions[key].found or positions[key].fp)}
+        if len(gone) - len(empty) <= POSITIONS_KEPT:
+            return empty
+        saveable = sorted((item for item in gone if item[1] not in empty), reverse=True)
+        return empty | {key for _t, key in saveable[POSITIONS_KEPT:]}
 
     @property
     def partial_pending(self) -> bool:
