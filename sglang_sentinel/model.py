@@ -113,6 +113,15 @@ class PodSelector:
         return namespace == self.namespace and self.workload in (workload_of(pod), pod)
 
 
+@dataclass(frozen=True, slots=True)
+class PodRef:
+    """A pod as its log directory (`NS_NAME_UID`) names it: the name a person reads, and the
+    uid that tells apart two pods of one name (a StatefulSet pod deleted and recreated)."""
+
+    name: str
+    uid: str
+
+
 def parse_selector(text: str) -> PodSelector:
     """`NS/WORKLOAD[/CONTAINER]` (a leading `k8s:` is allowed); ValueError says what is wrong."""
     body = text[len(K8S_PREFIX) :] if text.startswith(K8S_PREFIX) else text

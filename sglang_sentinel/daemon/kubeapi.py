@@ -3,7 +3,11 @@
 With `kubernetes.labels` set, the daemon lists and then watches the pods of its own node
 (`GET /api/v1/pods?fieldSelector=spec.nodeName=NODE`, then `watch=true` from the list's
 resourceVersion, bookmarks on; a 410 Gone or a dropped stream lists again) and keeps, per pod,
-the values of the configured label keys. Each list or watch that ends before it has streamed for
+the values of the configured label keys, by the pod's uid (`metadata.uid`, also in the name of
+its log directory, `NS_POD_UID`): a StatefulSet pod deleted and recreated under its name is two
+pods, each startup described by its own, whatever the order its events come in. A deleted pod's
+labels are kept (the last GONE_KEPT of them): its log files, and its startup as a target's latest,
+outlive it until the kubelet removes them. Each list or watch that ends before it has streamed for
 STEADY_WATCH_S waits a backoff that doubles up to RETRY_MAX_S, whatever it had streamed: a server
 or proxy that ends every watch at once (empty, one event and then 410 Gone) is asked ever more
 slowly, never in a loop. That is all it asks of the API: `get`, `list`, `watch`
@@ -51,6 +55,7 @@ MIN_WATCH_S: Final = 1.0  # a watch ending sooner without an event failed (as in
 # A watch that streamed this long worked: the wait is back to RETRY_FIRST_S and what follows
 # (the next watch, a list after 410 Gone) comes at once. A shorter one, events or not, waits.
 STEADY_WATCH_S: Final = 30.0
+GONE_KEPT: Final = 256  # deleted pods whose labels are kept, oldest forgotten first
 
 
 class KubeApiError(Exception):
@@ -149,8 +154,9 @@ class _TlsConnection(http.client.HTTPSConnection):
 class PodLabels:
     """The configured labels of this node's pods, kept up to date by a thread of its own.
 
-    `labels()` is what a scrape reads: "NAMESPACE/POD" -> {Prometheus label: value}, a mapping
-    replaced whole at each change, so any thread reads a consistent one without a lock.
+    `labels()` is what a scrape reads: pod uid -> {Prometheus label: value} of the node's pods
+    and the last GONE_KEPT deleted ones, a mapping replaced whole at each change, so any thread
+    reads a consistent one without a lock.
     """
 
     def __init__(
@@ -166,13 +172,16 @@ class PodLabels:
         self.names = tuple(pod_label_name(k) for k in keys)
         self._timeout = timeout
         self._clock = clock  # how long a watch streamed (a test drives it)
-        self._pods: Mapping[str, Mapping[str, str]] = {}
+        self._pods: Mapping[str, Mapping[str, str]] = {}  # published: gone, then live
+        self._live: dict[str, dict[str, str]] = {}  # the thread's own, by uid
+        self._gone: dict[str, dict[str, str]] = {}  # deleted, oldest first
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._conn: _TlsConnection | None = None
         self._conn_lock = threading.Lock()
         self._streamed = 0.0  # how long the last watch streamed (0: none got a response)
         self.lists = 0  # successful lists (a test waits on them)
+        self.events = 0  # pod events applied (a test waits on them)
         self.failures = 0
 
     def labels(self) -> Mapping[str, Mapping[str, str]]:
@@ -309,10 +318,17 @@ class PodLabels:
             raise KubeApiError("pod list unreadable: no items")
         pods = {}
         for item in doc["items"]:
-            key, labels = self._labels_of(item)
-            if key is not None:
-                pods[key] = labels
-        self._pods = pods
+            uid, labels = self._labels_of(item)
+            if uid is not None:
+                pods[uid] = labels
+        for uid in pods:
+            self._gone.pop(uid, None)
+        # A pod known before and not listed now was deleted while no watch saw it.
+        for uid, labels in self._live.items():
+            if uid not in pods:
+                self._forget(uid, labels)
+        self._live = pods
+        self._publish()
         self.lists += 1
         version = doc.get("metadata", {}).get("resourceVersion")
         if not isinstance(version, str):
@@ -369,22 +385,35 @@ class PodLabels:
         meta = obj.get("metadata") if isinstance(obj, dict) else None
         new_version = meta.get("resourceVersion") if isinstance(meta, dict) else None
         if kind in ("ADDED", "MODIFIED", "DELETED"):
-            key, labels = self._labels_of(obj)
-            if key is not None:
-                pods = dict(self._pods)
+            uid, labels = self._labels_of(obj)
+            if uid is not None:
                 if kind == "DELETED":
-                    pods.pop(key, None)
+                    self._live.pop(uid, None)
+                    self._forget(uid, labels)  # as it was when deleted
                 else:
-                    pods[key] = labels
-                self._pods = pods
+                    self._live[uid] = labels
+                    self._gone.pop(uid, None)
+                self._publish()
+                self.events += 1
         return new_version if isinstance(new_version, str) else version
 
+    def _forget(self, uid: str, labels: dict[str, str]) -> None:
+        """A deleted pod: its labels kept among the last GONE_KEPT deleted ones."""
+        self._gone.pop(uid, None)
+        self._gone[uid] = labels
+        while len(self._gone) > GONE_KEPT:
+            del self._gone[next(iter(self._gone))]
+
+    def _publish(self) -> None:
+        self._pods = {**self._gone, **self._live}
+
     def _labels_of(self, pod: Any) -> tuple[str | None, dict[str, str]]:
+        """The pod's uid (None: none given) and its configured labels."""
         meta = pod.get("metadata") if isinstance(pod, dict) else None
         if not isinstance(meta, dict):
             return None, {}
-        ns, name = meta.get("namespace"), meta.get("name")
-        if not isinstance(ns, str) or not isinstance(name, str):
+        uid = meta.get("uid")
+        if not isinstance(uid, str) or not uid:
             return None, {}
         given = meta.get("labels")
         given = given if isinstance(given, dict) else {}
@@ -392,7 +421,7 @@ class PodLabels:
         for key, prom in zip(self.keys, self.names, strict=True):
             value = given.get(key)
             labels[prom] = value[:MAX_VALUE_CHARS] if isinstance(value, str) else ""
-        return f"{ns}/{name}", labels
+        return uid, labels
 
 
 def _reason(exc: BaseException) -> str:

@@ -41,7 +41,7 @@ from typing import IO, TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from ..errors import JournalError
 from ..logs import Logger
-from ..model import JournalEntry, SourceItem
+from ..model import JournalEntry, PodRef, SourceItem
 from ..text import clean_message
 from .readers import fast_file_run
 
@@ -82,8 +82,9 @@ class Stream:
     start: str | None = None
     # Seeds the start ids of a stream with several starts (the container id).
     seed: str = ""
-    # The pod whose container wrote it (pod logs): the `pod` label of its target's metrics.
-    pod: str | None = None
+    # The pod whose container wrote it (pod logs): its name is the `k8s_pod` label of its
+    # target's pod_info, its uid finds the pod's labels from the API.
+    pod: PodRef | None = None
 
 
 class Layout(Protocol):
@@ -284,8 +285,8 @@ class FileSource:
         self.unreadable_files: tuple[tuple[Path, str], ...] = ()
         self.forged_entries = 0  # files have no fields another process could forge
         self.units = tuple(t for layout in self.layouts for t in layout.targets)
-        # start id -> pod name of the pod streams listed last (replaced whole: scrapes read it).
-        self.pods: Mapping[str, str] = {}
+        # start id -> pod of the pod streams listed last (replaced whole: scrapes read it).
+        self.pods: Mapping[str, PodRef] = {}
         self._listed: set[str] = set()  # the streams whose files the last listing found
         # Layouts (by index) whose directory is not there yet: the directory above it watched.
         self._waiting: dict[int, Path] = {}

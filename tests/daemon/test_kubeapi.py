@@ -5,6 +5,7 @@ every connection and never logged, TLS verified with the configured CA."""
 from __future__ import annotations
 
 import re
+import shutil
 import socket
 import sys
 import threading
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from kubeapi_standin import StandIn, make_ca, pod, serve
-from logfiles import PodDir, sglang_start
+from logfiles import Clock, PodDir, sglang_start
 from prometheus_client import generate_latest
 from sentinelproc import wait_until
 
@@ -24,6 +25,7 @@ from sglang_sentinel.config.schema import KubernetesConfig
 from sglang_sentinel.daemon import Daemon, kubeapi
 from sglang_sentinel.daemon.kubeapi import ApiEndpoint, PodLabels, pod_labels_of
 from sglang_sentinel.errors import ConfigError
+from sglang_sentinel.model import workload_of
 
 UNIT = "k8s:llm/sglang/server"
 POD = "sglang-7d9f8b6c4d-x2kqz"
@@ -31,15 +33,26 @@ TOKEN = "eyJhbGciOiJSUzI1NiJ9.k8s2-test-token-never-logged"
 KEYS = ["app", "model", "leaderworkerset.sigs.k8s.io/worker-index"]
 
 
-def daemon_of(tmp_path: Path, port: int, ca: Path, **extra: object) -> Daemon:
+def daemon_of(
+    tmp_path: Path,
+    port: int,
+    ca: Path,
+    *,
+    name: str = POD,
+    uid: str = f"uid-llm-{POD}",
+    clock: Clock | None = None,
+    **extra: object,
+) -> Daemon:
+    """A daemon following the pod `name` (its target: `llm/WORKLOAD/server`) whose one startup
+    is read, and the API's labels configured."""
     pods = tmp_path / "pods"
-    d = PodDir(pods, "llm", POD, "uid-1")
+    d = PodDir(pods, "llm", name, uid, clock)
     sglang_start(lambda t: d.line("server", 0, t), "2026-01-01", 48)
     (tmp_path / "token").write_text(TOKEN + "\n")
     config = load_config(
         overrides={
             "units": [],
-            "kubernetes.pods": ["llm/sglang/server"],
+            "kubernetes.pods": [f"llm/{workload_of(name)}/server"],
             "kubernetes.pod_logs": str(pods),
             "kubernetes.labels": KEYS,
             "kubernetes.api_url": f"https://127.0.0.1:{port}",
@@ -63,11 +76,11 @@ def pod_info(daemon: Daemon) -> list[str]:
     return [line for line in page.splitlines() if line.startswith("sglang_sentinel_pod_info{")]
 
 
-def series(app: str, model: str, worker: str = "") -> str:
+def series(app: str, model: str, worker: str = "", name: str = POD, unit: str = UNIT) -> str:
     return (
-        f'sglang_sentinel_pod_info{{k8s_pod="{POD}",label_app="{app}",'
+        f'sglang_sentinel_pod_info{{k8s_pod="{name}",label_app="{app}",'
         f'label_leaderworkerset_sigs_k8s_io_worker_index="{worker}",label_model="{model}",'
-        f'unit="{UNIT}"}} 1.0'
+        f'unit="{unit}"}} 1.0'
     )
 
 
@@ -170,6 +183,98 @@ def test_an_api_server_the_ca_does_not_vouch_for_gets_no_token(
     assert "certificate verification failed" in text.out + text.err
 
 
+STS_POD = "sglang-0"  # a StatefulSet's pod: recreated under the same name
+STS_UNIT = "k8s:llm/sglang-0/server"
+
+
+@pytest.mark.parametrize("late_delete", [False, True], ids=["deleted-added", "added-deleted"])
+def test_a_statefulset_pod_recreated_under_its_name_shows_each_pods_own_labels(
+    tmp_path: Path, late_delete: bool
+) -> None:
+    """A StatefulSet pod deleted and recreated under its name is another pod (another uid, the
+    log directory `NS_NAME_UID` says which): the old pod's startup, its files still there, keeps
+    the old pod's labels until the new pod's startup is the target's latest, which has the new
+    pod's, whatever the order of the DELETED and the ADDED. Keyed by name, the DELETED emptied
+    the labels, and an ADDED before it put the new pod's labels on the old pod's startup (then
+    the DELETED dropped them)."""
+    clock = Clock()
+    old = pod("llm", STS_POD, {"app": "sglang", "model": "qwen3"}, "100", uid="uid-a")
+    deleted = pod("llm", STS_POD, {"app": "sglang", "model": "qwen3"}, "101", uid="uid-a")
+    new = pod("llm", STS_POD, {"app": "sglang", "model": "qwen4"}, "102", uid="uid-b")
+    events = [("DELETED", deleted), ("ADDED", new)]
+    with serve(tmp_path) as (api, ca):
+        api.pods = [old]
+        daemon = daemon_of(tmp_path, api.port, ca, name=STS_POD, uid="uid-a", clock=clock)
+        labels = daemon.pod_labels
+        assert labels is not None
+        try:
+            labels.start()
+            wait_until(lambda: labels.lists >= 1, 15, "the pod list")
+            assert pod_info(daemon) == [sts_series("qwen3")]
+            for n, (kind, obj) in enumerate(events[::-1] if late_delete else events, 1):
+                api.push(kind, obj)
+                wait_until(partial(_events_are, labels, n), 15, f"the {kind}")
+                assert pod_info(daemon) == [sts_series("qwen3")], kind
+            recreated = PodDir(tmp_path / "pods", "llm", STS_POD, "uid-b", clock)
+            recreated.line("server", 0, "[2026-01-01 11:00:01] server_args=ServerArgs(tp_size=2)")
+            daemon._drain()  # the new pod's startup under way: the target's latest
+            assert pod_info(daemon) == [sts_series("qwen4")]
+            shutil.rmtree(tmp_path / "pods" / f"llm_{STS_POD}_uid-a")  # the kubelet's cleanup
+            sglang_start(lambda t: recreated.line("server", 0, t), "2026-01-01", 26)
+            daemon._drain()
+            assert pod_info(daemon) == [sts_series("qwen4")]
+            assert labels.labels() == {
+                "uid-a": {"label_app": "sglang", "label_model": "qwen3",
+                          "label_leaderworkerset_sigs_k8s_io_worker_index": ""},
+                "uid-b": {"label_app": "sglang", "label_model": "qwen4",
+                          "label_leaderworkerset_sigs_k8s_io_worker_index": ""},
+            }  # fmt: skip
+        finally:
+            labels.stop()
+            daemon.source.close()
+            daemon.store.close()
+
+
+def sts_series(model: str) -> str:
+    return series("sglang", model, name=STS_POD, unit=STS_UNIT)
+
+
+def _events_are(labels: PodLabels, n: int) -> bool:
+    return labels.events == n
+
+
+def test_deleted_pods_keep_their_labels_the_last_gone_kept_of_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deleted pod's labels are kept, for the last GONE_KEPT deleted pods: so are those of a
+    pod that a list no longer has (deleted while no watch saw it); a pod listed again is live."""
+    monkeypatch.setattr(kubeapi, "GONE_KEPT", 2)
+    monkeypatch.setattr(kubeapi, "RETRY_FIRST_S", 0.02)
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    with serve(tmp_path) as (api, ca):
+        api.pods = [pod("llm", f"p-{i}", {"app": str(i)}) for i in range(4)]
+        endpoint = ApiEndpoint("127.0.0.1", api.port, tmp_path / "token", ca, "node-a")
+        labels = PodLabels(endpoint, ("app",))
+        labels.start()
+        try:
+            wait_until(lambda: labels.lists == 1, 5, "the pod list")
+            for n, i in enumerate((0, 1, 2), 1):
+                api.push("DELETED", pod("llm", f"p-{i}", {"app": str(i)}, str(100 + n)))
+                wait_until(partial(_events_are, labels, n), 5, f"the deletion of p-{i}")
+            assert labels.labels() == {f"uid-llm-p-{i}": {"label_app": str(i)} for i in (1, 2, 3)}
+            # p-3 deleted while no watch saw it, p-2 back (its delete was not the last word).
+            api.pods = [pod("llm", "p-2", {"app": "2b"})]
+            api.push("ERROR", EXPIRED_STATUS)
+            wait_until(lambda: labels.lists == 2, 5, "the list after 410 Gone")
+            assert labels.labels() == {
+                "uid-llm-p-1": {"label_app": "1"},
+                "uid-llm-p-3": {"label_app": "3"},
+                "uid-llm-p-2": {"label_app": "2b"},
+            }
+        finally:
+            labels.stop()
+
+
 GONE = {"type": "ERROR", "object": {"kind": "Status", "code": 410}}
 EXPIRED_STATUS: dict[str, object] = {
     "kind": "Status",
@@ -241,7 +346,9 @@ def test_a_watch_that_worked_and_then_ends_at_once_every_time_backs_off(
         try:
             wait_until(lambda: labels.lists >= 1, 5, "the pod list")
             api.push("MODIFIED", pod("llm", POD, {"app": "sglang2"}, "101"))
-            wait_until(lambda: labels.labels()[f"llm/{POD}"] == {"label_app": "sglang2"}, 5, "it")
+            wait_until(
+                lambda: labels.labels()[f"uid-llm-{POD}"] == {"label_app": "sglang2"}, 5, "it"
+            )
             api.watch_reply = []
             api.end_watch()
             wait_until(lambda: labels.failures >= 3, 5, "three watches ended at once")
@@ -403,7 +510,9 @@ def test_stop_ends_a_thread_reading_a_watch_the_server_will_close(tmp_path: Path
         try:
             wait_until(lambda: labels.lists >= 1, 5, "the pod list")
             api.push("MODIFIED", pod("llm", POD, {"app": "sglang2"}, "101"))
-            wait_until(lambda: labels.labels()[f"llm/{POD}"] == {"label_app": "sglang2"}, 5, "it")
+            wait_until(
+                lambda: labels.labels()[f"uid-llm-{POD}"] == {"label_app": "sglang2"}, 5, "it"
+            )
         except BaseException:
             labels.stop()
             raise

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from logfiles import Clock, rfc3339
 
-from sglang_sentinel.model import JournalEntry
+from sglang_sentinel.model import JournalEntry, PodRef
 from sglang_sentinel.sources import FileSource, Stream, files
 from sglang_sentinel.sources.podlogs import start_id
 
@@ -59,7 +59,7 @@ class CrashLoop:
                 files=(path,),
                 start=start_id("uid", "server", str(n)),
                 seed=str(path),
-                pod="sglang-0",
+                pod=PodRef("sglang-0", "uid"),
             )
         ]
 

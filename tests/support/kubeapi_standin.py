@@ -60,9 +60,13 @@ def make_server_cert(directory: Path, ca: tuple[Path, Path]) -> tuple[Path, Path
     return crt, key
 
 
-def pod(ns: str, name: str, labels: dict[str, str], version: str = "1") -> dict[str, Any]:
+def pod(
+    ns: str, name: str, labels: dict[str, str], version: str = "1", uid: str = ""
+) -> dict[str, Any]:
+    """A pod object; its uid `uid-NS-NAME` unless given (a pod recreated under its name: another)."""
+    meta = {"namespace": ns, "name": name, "uid": uid or f"uid-{ns}-{name}"}
     return {
-        "metadata": {"namespace": ns, "name": name, "labels": labels, "resourceVersion": version},
+        "metadata": {**meta, "labels": labels, "resourceVersion": version},
         "spec": {"nodeName": "node-a"},
     }
 
