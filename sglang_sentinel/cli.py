@@ -503,11 +503,18 @@ def _baseline_import(store: StateStore, unit: str, path: Path, gpu: str, force: 
             + "\n(use --force to import anyway)"
         )
     with store.transaction():
-        store.save_startup(file.record, None)
+        saved = store.save_startup(file.record, None)
     store.pin(unit, file.record.invocation_id)
     store.close()
     log.info("baseline_imported", unit=unit, sha256=file.sha256, forced=bool(problems))
     note = f" despite: {'; '.join(problems)}" if problems else ""
+    if saved is None:
+        note += " (kept the copy already imported: it has the log templates this file lacks)"
+    elif file.record.ledger is None:
+        note += (
+            " (the file has no log templates, exported by an older sentinel: downgrade "
+            "messages are not compared with it; export it again and import it)"
+        )
     print(f"{unit}: pinned imported baseline sha256 {file.sha256}{note}")
     return EXIT_OK
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .model import StartupRecord
+from .model import IMPORTED_PREFIX, StartupRecord
 
 MASK_VERSION: Final = 1
 # Characters of a line body masked (the ledger bounds its lines' length before this too).
@@ -207,6 +207,35 @@ def log_diff(
     return LogDiff(tuple(new), gone, silenced, version_change(record, baseline), dropped)
 
 
+def no_ledger_reason(record: StartupRecord) -> str:
+    """Why a startup has no ledger to compare with: an imported baseline file of the version
+    before it carried the log templates, or a startup recorded by a release before the ledger."""
+    if record.unit.startswith(IMPORTED_PREFIX):
+        return (
+            "the baseline file has no log templates (exported by an older sentinel; "
+            "export it again and import it)"
+        )
+    return (
+        "it has no log templates (recorded by a release before the downgrade ledger; "
+        "pin a newer startup)"
+    )
+
+
+def unledgered_baseline(record: StartupRecord, baseline: StartupRecord | None) -> str | None:
+    """The reason the startup's downgrade lines were not compared because its baseline has no
+    ledger, None when they were (or when nothing was to be compared: no baseline, the startup
+    still starting or recorded without a ledger itself)."""
+    if (
+        baseline is None
+        or baseline is record
+        or record.outcome == "starting"
+        or record.ledger is None
+        or baseline.ledger is not None
+    ):
+        return None
+    return no_ledger_reason(baseline)
+
+
 def version_change(record: StartupRecord, baseline: StartupRecord) -> str | None:
     """What says the two startups ran other SGLang versions, None when nothing does.
 
@@ -242,7 +271,9 @@ __all__ = [
     "LogDiff",
     "LogLine",
     "log_diff",
+    "no_ledger_reason",
     "not_kept",
     "template_of",
+    "unledgered_baseline",
     "version_change",
 ]

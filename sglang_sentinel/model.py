@@ -55,6 +55,11 @@ CONTAINER_NAME: Final = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
 # The units dockerd runs as: Docker's own packages (docker.service) and the snap.
 DOCKER_UNITS: Final = ("docker.service", "snap.docker.dockerd.service")
 
+# The unit a baseline imported from a file (`sentinel baseline --import`) is stored under: never
+# watched, so it is never "the latest startup" of anything; a watched unit only points at it as
+# its pinned baseline.
+IMPORTED_PREFIX: Final = "imported:"
+
 # Pods' containers are the target `k8s:NAMESPACE/WORKLOAD[/CONTAINER]` (sources/podlogs.py reads
 # their logs). WORKLOAD is the pod's name without what a controller generates, so a rolling
 # update compares with the same baseline; a StatefulSet's or LeaderWorkerSet's ordinals stay.
@@ -106,6 +111,15 @@ class PodSelector:
     def matches(self, namespace: str, pod: str) -> bool:
         """A pod of this workload, or the pod itself named."""
         return namespace == self.namespace and self.workload in (workload_of(pod), pod)
+
+
+@dataclass(frozen=True, slots=True)
+class PodRef:
+    """A pod as its log directory (`NS_NAME_UID`) names it: the name a person reads, and the
+    uid that tells apart two pods of one name (a StatefulSet pod deleted and recreated)."""
+
+    name: str
+    uid: str
 
 
 def parse_selector(text: str) -> PodSelector:

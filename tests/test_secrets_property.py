@@ -350,6 +350,18 @@ def run_every_surface(
     for name, text in cli_surfaces(state, capsys).items():
         assert_clean(secrets, name, text)
     assert_clean(secrets, "state directory after scan", state_bytes(state))
+    # The baseline file carries the startup's ledger (its redacted example lines) and decode
+    # samples: nothing the state does not hold, so no secret either.
+    base = ["--state-dir", str(state), "--unit", UNIT]
+    listed = json.loads(_json_of(capsys, ["startups", *base]))["startups"]
+    ready = [r["invocation_id"] for r in listed if r["outcome"] == "ready"]
+    exported = tmp / "baseline.json"
+    assert main(["baseline", *base, "--pin", ready[0]]) == 0
+    assert main(["baseline", *base, "--export", str(exported)]) == 0
+    captured = capsys.readouterr()
+    assert_clean(secrets, "baseline --export", captured.out + captured.err)
+    assert json.loads(exported.read_text())["observed"]["ledger"]["templates"]
+    assert_clean(secrets, "the exported baseline file", exported.read_bytes())
 
     # The daemon, from a fresh state, with the Alertmanager push enabled.
     config = tmp / "config.yaml"

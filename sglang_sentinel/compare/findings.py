@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from ..evidence import fmt_value, invalid_fact_text, note
+from ..logtemplates import unledgered_baseline
 from ..model import Comparison, Evidence, Finding, Severity, StartupRecord
 from ..serverargs import switch_flags, switched_off_by
 from ..text import duration
@@ -84,9 +85,10 @@ def compare(
             )
         )
     diff = ledger_diff(record, baseline, policy)
+    unledgered = unledgered_baseline(record, baseline)
     log_diff = diff.to_json() if diff is not None else None
     if record.outcome != "ready" or baseline is None or baseline is record:
-        f = ledger_finding(diff, findings, policy)
+        f = ledger_finding(diff, findings, policy, unledgered)
         if f:
             findings.append(f)
         return Comparison(
@@ -113,7 +115,7 @@ def compare(
     if f:
         findings.append(f)
     findings.extend(runtime_findings(record, baseline, policy, evidence, decode))
-    f = ledger_finding(diff, findings, policy)
+    f = ledger_finding(diff, findings, policy, unledgered)
     if f:
         findings.append(f)
     return Comparison(record, baseline, kind, tuple(findings), decode=decode, log_diff=log_diff)

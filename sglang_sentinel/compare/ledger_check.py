@@ -98,12 +98,28 @@ def alerting(finding: Finding) -> bool:
 
 
 def ledger_finding(
-    diff: LogDiff | None, findings: Sequence[Finding], policy: _Policy
+    diff: LogDiff | None,
+    findings: Sequence[Finding],
+    policy: _Policy,
+    unledgered: str | None = None,
 ) -> Finding | None:
-    """One finding for the new downgrade templates, or None."""
-    new = diff.new_downgrades if diff is not None else ()
-    if diff is None or not policy.enabled(LEDGER_CHECK):
+    """One finding for the new downgrade templates, or None; `unledgered` is why the baseline
+    has no ledger to compare with (logtemplates.unledgered_baseline), said as an info finding."""
+    if not policy.enabled(LEDGER_CHECK):
         return None
+    if diff is None:
+        if unledgered is None:
+            return None
+        # No false alarm, and no silent "none" either: nothing was compared, and why.
+        return Finding(
+            check=LEDGER_CHECK,
+            severity="info",
+            baseline=None,
+            current=(),
+            message=f"downgrade messages not compared with the baseline: {unledgered}",
+            evidence=(),
+        )
+    new = diff.new_downgrades
     if not new:
         if not diff.dropped:
             return None

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..model import SEVERITY_ORDER, Comparison, FactValue, StartupRecord, Stats
+from ..model import SEVERITY_ORDER, Comparison, FactValue, PodRef, StartupRecord, Stats
 from ..state import StateStore
 from .findings import compare
 from .policy import Policy
@@ -81,8 +81,8 @@ class UnitStatus:
     # only (the daemon's), so empty after a restart until the next batch line, and elsewhere.
     runtime: Mapping[str, FactValue] = field(default_factory=dict)
     # The pod `latest`'s startup runs in (a `k8s:` target's, while its log files are there;
-    # the daemon's, from its source): the `k8s_pod` of sglang_sentinel_pod_info.
-    pod: str | None = None
+    # the daemon's, from its source): its name the `k8s_pod` of sglang_sentinel_pod_info.
+    pod: PodRef | None = None
 
     @property
     def latest(self) -> Comparison | None:
@@ -110,7 +110,7 @@ class Snapshot:
     rule_hits: Mapping[str, int] = field(default_factory=dict)
     gpu: str = ""
     # From the Kubernetes API when kubernetes.labels names some (daemon/kubeapi.py): the
-    # Prometheus label names, and per "NAMESPACE/POD" their values.
+    # Prometheus label names, and per pod uid their values.
     pod_label_names: tuple[str, ...] = ()
     pod_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 

@@ -3,7 +3,14 @@
 With `kubernetes.labels` set, the daemon lists and then watches the pods of its own node
 (`GET /api/v1/pods?fieldSelector=spec.nodeName=NODE`, then `watch=true` from the list's
 resourceVersion, bookmarks on; a 410 Gone or a dropped stream lists again) and keeps, per pod,
-the values of the configured label keys. That is all it asks of the API: `get`, `list`, `watch`
+the values of the configured label keys, by the pod's uid (`metadata.uid`, also in the name of
+its log directory, `NS_POD_UID`): a StatefulSet pod deleted and recreated under its name is two
+pods, each startup described by its own, whatever the order its events come in. A deleted pod's
+labels are kept (the last GONE_KEPT of them): its log files, and its startup as a target's latest,
+outlive it until the kubelet removes them. Each list or watch that ends before it has streamed for
+STEADY_WATCH_S waits a backoff that doubles up to RETRY_MAX_S, whatever it had streamed: a server
+or proxy that ends every watch at once (empty, one event and then 410 Gone) is asked ever more
+slowly, never in a loop. That is all it asks of the API: `get`, `list`, `watch`
 on pods (the ClusterRole in deploy/kubernetes/api-labels/). Identity never comes from here:
 targets, starts and baselines are the pod log files' (sources/podlogs.py); a label only
 describes the pod.
@@ -26,7 +33,7 @@ import ssl
 import threading
 import time
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -45,6 +52,10 @@ WATCH_SECONDS: Final = 300  # the server ends each watch after this; it is then 
 RETRY_FIRST_S: Final = 1.0
 RETRY_MAX_S: Final = 60.0
 MIN_WATCH_S: Final = 1.0  # a watch ending sooner without an event failed (as in client-go)
+# A watch that streamed this long worked: the wait is back to RETRY_FIRST_S and what follows
+# (the next watch, a list after 410 Gone) comes at once. A shorter one, events or not, waits.
+STEADY_WATCH_S: Final = 30.0
+GONE_KEPT: Final = 256  # deleted pods whose labels are kept, oldest forgotten first
 
 
 class KubeApiError(Exception):
@@ -143,22 +154,34 @@ class _TlsConnection(http.client.HTTPSConnection):
 class PodLabels:
     """The configured labels of this node's pods, kept up to date by a thread of its own.
 
-    `labels()` is what a scrape reads: "NAMESPACE/POD" -> {Prometheus label: value}, a mapping
-    replaced whole at each change, so any thread reads a consistent one without a lock.
+    `labels()` is what a scrape reads: pod uid -> {Prometheus label: value} of the node's pods
+    and the last GONE_KEPT deleted ones, a mapping replaced whole at each change, so any thread
+    reads a consistent one without a lock.
     """
 
-    def __init__(self, endpoint: ApiEndpoint, keys: tuple[str, ...], *, timeout: float = 10.0):
+    def __init__(
+        self,
+        endpoint: ApiEndpoint,
+        keys: tuple[str, ...],
+        *,
+        timeout: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.endpoint = endpoint
         self.keys = keys
         self.names = tuple(pod_label_name(k) for k in keys)
         self._timeout = timeout
-        self._pods: Mapping[str, Mapping[str, str]] = {}
+        self._clock = clock  # how long a watch streamed (a test drives it)
+        self._pods: Mapping[str, Mapping[str, str]] = {}  # published: gone, then live
+        self._live: dict[str, dict[str, str]] = {}  # the thread's own, by uid
+        self._gone: dict[str, dict[str, str]] = {}  # deleted, oldest first
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._conn: _TlsConnection | None = None
         self._conn_lock = threading.Lock()
-        self._watched = False  # a watch since the last list had an event or lasted
+        self._streamed = 0.0  # how long the last watch streamed (0: none got a response)
         self.lists = 0  # successful lists (a test waits on them)
+        self.events = 0  # pod events applied (a test waits on them)
         self.failures = 0
 
     def labels(self) -> Mapping[str, Mapping[str, str]]:
@@ -195,35 +218,44 @@ class PodLabels:
     # -- the thread -------------------------------------------------------------------------------
 
     def _run(self) -> None:
-        # The wait before the next try doubles at each failure and is back to its first value
-        # only once a watch has worked (an event, or a stream that lasted): a list that succeeds
-        # while every watch fails at once (refused, closed, 410 Gone from the version just
-        # listed) is retried ever more slowly, not listed again every second or in a loop.
-        wait = RETRY_FIRST_S
+        # The wait before the next request doubles at each list or watch that ended before
+        # STEADY_WATCH_S and is back to its first value only once a watch streamed that long.
+        # A list that succeeds while every watch fails at once (refused, closed, 410 Gone from
+        # the version just listed, also after an event) is retried ever more slowly, not every
+        # second or in a loop; so is a watch that ends soon after its events.
+        wait, version = RETRY_FIRST_S, None
         while not self._stop.is_set():
-            self._watched = False
+            self._streamed, failure = 0.0, None
             try:
-                version = self._list()
-                while not self._stop.is_set():
-                    version = self._watch(version)
-                    wait = RETRY_FIRST_S
-                    self._stop.wait(0.1)  # a server that ends every watch soon: no busy loop
+                if version is None:
+                    version = self._list()
+                version = self._watch(version)
             except KubeApiError as exc:
                 if self._stop.is_set():
                     return
                 self.failures += 1
-                if self._watched:
-                    wait = RETRY_FIRST_S
-                    if exc.status == 410:  # Gone: the version expired; list again at once
-                        continue
+                failure, version = exc, None  # listed again
+            if self._stop.is_set():
+                return
+            if self._streamed >= STEADY_WATCH_S:
+                wait = RETRY_FIRST_S
+                if failure is None or failure.status == 410:
+                    continue  # ended by the server (timeoutSeconds) or expired: at once
+            if failure is not None:
                 log.warning(
                     "kubernetes_api_failed",
-                    error=str(exc),
-                    status=exc.status,
+                    error=str(failure),
+                    status=failure.status,
                     retry_in_seconds=wait,
                 )
-                self._stop.wait(wait)
-                wait = min(wait * 2, RETRY_MAX_S)
+            else:
+                log.info(
+                    "kubernetes_watch_ended_early",
+                    streamed_seconds=round(self._streamed, 3),
+                    retry_in_seconds=wait,
+                )
+            self._stop.wait(wait)
+            wait = min(wait * 2, RETRY_MAX_S)
 
     def _query(self, **extra: str) -> str:
         params = {"fieldSelector": f"spec.nodeName={self.endpoint.node}", **extra}
@@ -286,10 +318,17 @@ class PodLabels:
             raise KubeApiError("pod list unreadable: no items")
         pods = {}
         for item in doc["items"]:
-            key, labels = self._labels_of(item)
-            if key is not None:
-                pods[key] = labels
-        self._pods = pods
+            uid, labels = self._labels_of(item)
+            if uid is not None:
+                pods[uid] = labels
+        for uid in pods:
+            self._gone.pop(uid, None)
+        # A pod known before and not listed now was deleted while no watch saw it.
+        for uid, labels in self._live.items():
+            if uid not in pods:
+                self._forget(uid, labels)
+        self._live = pods
+        self._publish()
         self.lists += 1
         version = doc.get("metadata", {}).get("resourceVersion")
         if not isinstance(version, str):
@@ -308,26 +347,27 @@ class PodLabels:
                 allowWatchBookmarks="true",
                 timeoutSeconds=str(WATCH_SECONDS),
             )
+            began, worked = self._clock(), False  # before the request: a test sees it made
             response = self._get(conn, query)
-            began, worked = time.monotonic(), False
-            while not self._stop.is_set():
-                try:
-                    line = response.readline(MAX_LINE_BYTES + 1)
-                except (OSError, ValueError, http.client.HTTPException) as exc:
-                    self._watched |= time.monotonic() - began >= MIN_WATCH_S
-                    raise KubeApiError(f"watch ended: {_reason(exc)}") from None
-                if not line:
-                    # The server ended it (timeoutSeconds): resume. At once and without an
-                    # event, it failed (client-go's "very short watch").
-                    if not worked and time.monotonic() - began < MIN_WATCH_S:
-                        raise KubeApiError("watch ended at once without an event")
-                    self._watched = True
-                    return version
-                if len(line) > MAX_LINE_BYTES:
-                    raise KubeApiError("watch event too large")
-                version = self._event(line, version)
-                worked = self._watched = True
-            return version
+            try:
+                while not self._stop.is_set():
+                    try:
+                        line = response.readline(MAX_LINE_BYTES + 1)
+                    except (OSError, ValueError, http.client.HTTPException) as exc:
+                        raise KubeApiError(f"watch ended: {_reason(exc)}") from None
+                    if not line:
+                        # The server ended it (timeoutSeconds): resume. At once and without an
+                        # event, it failed (client-go's "very short watch").
+                        if not worked and self._clock() - began < MIN_WATCH_S:
+                            raise KubeApiError("watch ended at once without an event")
+                        return version
+                    if len(line) > MAX_LINE_BYTES:
+                        raise KubeApiError("watch event too large")
+                    version = self._event(line, version)
+                    worked = True
+                return version
+            finally:
+                self._streamed = self._clock() - began
         finally:
             if response is not None:
                 response.close()  # a response that will close holds the socket, not conn
@@ -345,22 +385,35 @@ class PodLabels:
         meta = obj.get("metadata") if isinstance(obj, dict) else None
         new_version = meta.get("resourceVersion") if isinstance(meta, dict) else None
         if kind in ("ADDED", "MODIFIED", "DELETED"):
-            key, labels = self._labels_of(obj)
-            if key is not None:
-                pods = dict(self._pods)
+            uid, labels = self._labels_of(obj)
+            if uid is not None:
                 if kind == "DELETED":
-                    pods.pop(key, None)
+                    self._live.pop(uid, None)
+                    self._forget(uid, labels)  # as it was when deleted
                 else:
-                    pods[key] = labels
-                self._pods = pods
+                    self._live[uid] = labels
+                    self._gone.pop(uid, None)
+                self._publish()
+                self.events += 1
         return new_version if isinstance(new_version, str) else version
 
+    def _forget(self, uid: str, labels: dict[str, str]) -> None:
+        """A deleted pod: its labels kept among the last GONE_KEPT deleted ones."""
+        self._gone.pop(uid, None)
+        self._gone[uid] = labels
+        while len(self._gone) > GONE_KEPT:
+            del self._gone[next(iter(self._gone))]
+
+    def _publish(self) -> None:
+        self._pods = {**self._gone, **self._live}
+
     def _labels_of(self, pod: Any) -> tuple[str | None, dict[str, str]]:
+        """The pod's uid (None: none given) and its configured labels."""
         meta = pod.get("metadata") if isinstance(pod, dict) else None
         if not isinstance(meta, dict):
             return None, {}
-        ns, name = meta.get("namespace"), meta.get("name")
-        if not isinstance(ns, str) or not isinstance(name, str):
+        uid = meta.get("uid")
+        if not isinstance(uid, str) or not uid:
             return None, {}
         given = meta.get("labels")
         given = given if isinstance(given, dict) else {}
@@ -368,7 +421,7 @@ class PodLabels:
         for key, prom in zip(self.keys, self.names, strict=True):
             value = given.get(key)
             labels[prom] = value[:MAX_VALUE_CHARS] if isinstance(value, str) else ""
-        return f"{ns}/{name}", labels
+        return uid, labels
 
 
 def _reason(exc: BaseException) -> str:

@@ -16,7 +16,7 @@ from prometheus_client.registry import Collector
 
 from .. import __version__
 from ..compare import CHECKS, Snapshot, alerting, reached_tiers
-from ..model import K8S_PREFIX, FactValue, StartupRecord
+from ..model import FactValue, PodRef, StartupRecord
 from ..state import model_label, record_sha256, tp_label
 from .decode_metrics import decode_metrics
 from .families import (
@@ -97,7 +97,7 @@ class SentinelCollector(Collector):
         for view in snap.units:
             unit = view.unit
             if view.pod is not None:
-                pod_info.add_metric([unit, view.pod], _pod_labels(snap, unit, view.pod))
+                pod_info.add_metric([unit, view.pod.name], _pod_labels(snap, view.pod))
             baseline_pinned.add_metric([unit], 1.0 if unit in pinned else 0.0)
             in_progress.add_metric([unit], 1.0 if view.in_progress else 0.0)
             # startup_stalled is about the startup under way, not the latest decided one.
@@ -237,10 +237,10 @@ def _str(value: FactValue) -> str:
     return str(value)[:64]
 
 
-def _pod_labels(snap: Snapshot, unit: str, pod: str) -> dict[str, str]:
-    """The API's labels of a target's pod: every configured one, "" while it is not known."""
+def _pod_labels(snap: Snapshot, pod: PodRef) -> dict[str, str]:
+    """The API's labels of a target's pod: every configured one, "" while it is not known.
+    By uid: a StatefulSet pod recreated under its name is another pod, with labels of its own."""
     if not snap.pod_label_names:
         return {}
-    namespace = unit[len(K8S_PREFIX) :].split("/", 1)[0]
-    known = snap.pod_labels.get(f"{namespace}/{pod}", {})
+    known = snap.pod_labels.get(pod.uid, {})
     return {name: known.get(name, "") for name in snap.pod_label_names}

@@ -10,7 +10,7 @@ from typing import Any
 from ..compare import LEDGER_CHECK, describe, phase_durations
 from ..evidence import render_evidence
 from ..facts import STARTUP_FACTS, report_facts
-from ..logtemplates import OTHER, LogDiff
+from ..logtemplates import OTHER, LogDiff, no_ledger_reason
 from ..model import SEVERITY_ORDER, Comparison, Evidence, Finding, StartupRecord
 from ..state import plain
 from .wording import outcome
@@ -269,8 +269,8 @@ def render_log_diff(a: StartupRecord, b: StartupRecord, diff: LogDiff | None) ->
     if diff is None:
         missing = a if a.ledger is None else b
         lines.append(
-            f"  no ledger for {missing.invocation_id[:8]} (recorded by a release before the "
-            "downgrade ledger): nothing to compare"
+            f"  no ledger for {missing.invocation_id[:8]}: {no_ledger_reason(missing)}; "
+            "nothing to compare"
         )
         return "\n".join(lines)
     if diff.version_changed:

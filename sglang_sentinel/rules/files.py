@@ -61,11 +61,10 @@ def default_policy_path() -> Path:
 
 def load_rules(dirs: Sequence[Path]) -> RuleSet:
     """Load and validate every `*.yaml` rule file in `dirs`; raise RuleError listing every problem."""
-    words: list[str] = []
-    rules, problems = _load(dirs, words)
+    rule_set, problems = _load(dirs)
     if problems:
         raise RuleError(problems)
-    return RuleSet(tuple(rules), tuple(words))
+    return rule_set
 
 
 def check_rules(dirs: Sequence[Path]) -> list[str]:
@@ -97,9 +96,11 @@ def _size(path: Path) -> int:
         return 0  # _load_file says why it cannot be read
 
 
-def _load(dirs: Sequence[Path], words: list[str] | None = None) -> tuple[list[Rule], list[str]]:
+def _load(dirs: Sequence[Path]) -> tuple[RuleSet, list[str]]:
+    """The rule set of `dirs` and every problem found in it; built once, and the overlap check
+    runs on that same set (building a rule set indexes every rule's regex)."""
     problems: list[str] = []
-    words = [] if words is None else words
+    words: list[str] = []
     merged: dict[str, Rule] = {}  # a later file's rule replaces an earlier one with the same id
     total = 0
     for directory in dirs:
@@ -115,12 +116,12 @@ def _load(dirs: Sequence[Path], words: list[str] | None = None) -> tuple[list[Ru
                     f"{path}:-: the rule files come to more than {RULES_TOTAL_BYTES >> 20} MiB"
                     " with this one, the most loaded at once; remove rule files"
                 )
-                return list(merged.values()), problems
+                return RuleSet(tuple(merged.values()), tuple(words)), problems
             for rule in _load_file(path, problems, words):
                 merged[rule.id] = rule
-    rules = list(merged.values())
-    _check_overlaps(rules, problems)
-    return rules, problems
+    rule_set = RuleSet(tuple(merged.values()), tuple(words))
+    _check_overlaps(rule_set, problems)
+    return rule_set, problems
 
 
 def _load_file(path: Path, problems: list[str], words: list[str]) -> list[Rule]:
@@ -426,18 +427,18 @@ def _same(actual: FactValue, expected: object) -> bool:
     return isinstance(expected, str) and expected == actual
 
 
-def _check_overlaps(rules: list[Rule], problems: list[str]) -> None:
+def _check_overlaps(rule_set: RuleSet, problems: list[str]) -> None:
     """A positive sample of one rule must not silently match another rule too.
 
     Goes through RuleSet.match, so the pre-filters are checked against every sample as well.
     """
+    rules = rule_set.rules
     ids = {rule.id for rule in rules}
     for rule in rules:
         for other_id in sorted(rule.also_matches - ids):
             problems.append(
                 f"{rule.source}:{rule.id}: also_matches names unknown rule {other_id!r}"
             )
-    rule_set = RuleSet(tuple(rules))
     lines_of = {rule.id: {sample.line for sample in rule.samples} for rule in rules}
     for rule in rules:
         for n, sample in enumerate(rule.samples, 1):

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Protocol
 
-from ..model import SourceItem
+from ..model import PodRef, SourceItem
 
 
 class Source(Protocol):
@@ -38,8 +38,8 @@ class Source(Protocol):
     def unreadable_files(self) -> tuple[tuple[Path, str], ...]: ...
 
     @property
-    def pods(self) -> Mapping[str, str]:
-        """Start id -> the name of the pod it runs in, for the pod log streams there now
+    def pods(self) -> Mapping[str, PodRef]:
+        """Start id -> the pod it runs in (name and uid), for the pod log streams there now
         (empty for the journal): the current pod of a `k8s:` target."""
         ...
 

@@ -14,7 +14,7 @@ import select
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from ..model import SourceItem
+from ..model import PodRef, SourceItem
 from .base import Source
 from .base import journal_cursor_time as _cursor_time
 from .files import FileSource
@@ -58,7 +58,7 @@ class CombinedSource:
         return self.journal.unreadable_files
 
     @property
-    def pods(self) -> Mapping[str, str]:
+    def pods(self) -> Mapping[str, PodRef]:
         return self.files.pods
 
     def open(self, *, follow: bool = True) -> None:

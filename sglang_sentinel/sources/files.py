@@ -41,7 +41,7 @@ from typing import IO, TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from ..errors import JournalError
 from ..logs import Logger
-from ..model import JournalEntry, SourceItem
+from ..model import JournalEntry, PodRef, SourceItem
 from ..text import clean_message
 from .readers import fast_file_run
 
@@ -58,8 +58,12 @@ FINGERPRINT_BYTES: Final = 1 << 17
 # A joined line longer than this is cut (a server_args line is ~50 KB).
 MAX_LINE_BYTES: Final = 1 << 20
 # Positions kept for streams no longer found (a directory unreadable for a while must not make
-# a stream start over when it comes back); the oldest are forgotten past this.
+# a stream start over when it comes back): the newest this many by their last line's time; the
+# older ones are forgotten, in memory and in the cursor alike.
 POSITIONS_KEPT: Final = 4096
+# Memory holds at most this many gone streams' positions more before it forgets down to
+# POSITIONS_KEPT again (a trim sorts them: not at every listing of a crash-looping pod).
+POSITIONS_SLACK: Final = POSITIONS_KEPT // 16
 CURSOR_VERSION: Final = 1
 # A file is read in blocks of this size, its lines cut with bytes.find (not readline).
 BLOCK_BYTES: Final = 1 << 20
@@ -78,8 +82,9 @@ class Stream:
     start: str | None = None
     # Seeds the start ids of a stream with several starts (the container id).
     seed: str = ""
-    # The pod whose container wrote it (pod logs): the `pod` label of its target's metrics.
-    pod: str | None = None
+    # The pod whose container wrote it (pod logs): its name is the `k8s_pod` label of its
+    # target's pod_info, its uid finds the pod's labels from the API.
+    pod: PodRef | None = None
 
 
 class Layout(Protocol):
@@ -280,9 +285,11 @@ class FileSource:
         self.unreadable_files: tuple[tuple[Path, str], ...] = ()
         self.forged_entries = 0  # files have no fields another process could forge
         self.units = tuple(t for layout in self.layouts for t in layout.targets)
-        # start id -> pod name of the pod streams listed last (replaced whole: scrapes read it).
-        self.pods: Mapping[str, str] = {}
+        # start id -> pod of the pod streams listed last (replaced whole: scrapes read it).
+        self.pods: Mapping[str, PodRef] = {}
         self._listed: set[str] = set()  # the streams whose files the last listing found
+        # Layouts (by index) whose directory is not there yet: the directory above it watched.
+        self._waiting: dict[int, Path] = {}
         self._read_any = False
 
     @property
@@ -293,9 +300,13 @@ class FileSource:
     # -- opening and positioning ---------------------------------------------------------------
 
     def open(self, *, follow: bool = True) -> None:
-        """List the layouts (and watch their directories when `follow`); a layout's directory
-        that is not there is an error (a mistyped --pod-logs would otherwise find nothing)."""
+        """List the layouts (and watch their directories when `follow`). A layout's directory
+        that is not there is an error for one pass (a mistyped --pod-logs would otherwise find
+        nothing); a following source logs it and waits for it (Docker installed, or the kubelet
+        started, after the sentinel), watching the nearest directory above it that is there."""
         for layout in self.layouts:
+            if follow and _missing(layout.directories()[0]):
+                continue  # _discover logs it and watches above it
             if not layout.root.is_dir():
                 raise JournalError(
                     f"log directory {layout.root} does not exist (set docker_root or "
@@ -416,13 +427,13 @@ class FileSource:
                 self._layout_changed = True
 
     def _discover(self) -> None:
+        previous = self._streams
         streams: list[Stream] = []
-        for layout in self.layouts:
+        waited = set(self._waiting.values())
+        watched: set[Path] = set()
+        for i, layout in enumerate(self.layouts):
             if self._inotify is not None:
-                # A directory that vanished drops its own watch (IN_IGNORED); one made since
-                # the last listing is watched from now on.
-                for path in layout.directories():
-                    self._inotify.watch(path)
+                watched |= self._watch(i, layout, self._inotify)
             for stream in layout.streams():
                 streams.append(stream)
                 self._layout_of[stream.key] = layout
@@ -436,6 +447,61 @@ class FileSource:
                 streams.append(old)
         self._streams = sorted(streams, key=self._order)
         self._layout_changed = False
+        self._prune(left={old.key for old in previous} - {s.key for s in self._streams})
+        if self._inotify is not None:
+            # A directory waited for is there (or a nearer one above it): its watch goes.
+            for path in waited - set(self._waiting.values()) - watched:
+                self._inotify.unwatch(path)
+
+    def _watch(self, i: int, layout: Layout, inotify: Inotify) -> set[Path]:
+        """Watch the layout's directories; while its own (the first) is not there, the
+        nearest directory above it that is, for it to appear. Returns the directories
+        watched for the layout's files."""
+        from .inotify import WAIT_EVENTS
+
+        for _ in range(16):  # directories made or removed while looking: look again
+            dirs = layout.directories()
+            base = dirs[0]
+            if not _missing(base):
+                # A directory that vanished drops its own watch (IN_IGNORED); one made since
+                # the last listing is watched from now on.
+                for path in dirs:
+                    inotify.watch(path)
+                if self._waiting.pop(i, None) is not None:
+                    log.info("log_directory_appeared", directory=str(base))
+                return set(dirs)
+            # Removed while a file in it is still open: its watch lasts (no IN_IGNORED yet)
+            # and would be taken for the new one's when it is made again.
+            inotify.unwatch(base)
+            above = base.parent
+            while _missing(above) and above != above.parent:
+                above = above.parent
+            if not inotify.watch(above, WAIT_EVENTS) or not _missing(base):
+                continue  # removed, or `base` made, in between
+            if i not in self._waiting:
+                optional = getattr(layout, "optional", False)
+                (log.info if optional else log.warning)(
+                    "log_directory_missing",
+                    directory=str(base),
+                    watching=str(above),
+                    action="its files are read once it appears",
+                )
+            self._waiting[i] = above
+            return set()
+        return set()
+
+    def _prune(self, left: set[str]) -> None:
+        """Forget what streams no longer there hold in memory (`left`: those the listing just
+        dropped): their layout and first line's time at once, and, past POSITIONS_KEPT plus
+        the slack, the positions of gone streams the cursor would not save either. A
+        crash-looping pod makes a stream per restart, a Docker host a container per `run`;
+        without this the three grew with every one the daemon ever saw."""
+        for key in left:
+            self._layout_of.pop(key, None)
+            self._first_us.pop(key, None)
+        if len(self._positions) > len(self._streams) + POSITIONS_KEPT + POSITIONS_SLACK:
+            for key in self._forgotten(self._positions, {s.key for s in self._streams}):
+                del self._positions[key]
 
     def _order(self, stream: Stream) -> tuple[int, str]:
         """Streams in the order they started: the time of their first line (unknown: last)."""
@@ -649,9 +715,12 @@ class FileSource:
                 if self._is(pos, path):
                     here = i
                     break
-        if here is None and pos.fplen == 0 and pos.path in files and not self._unlinked(pos):
-            # An empty file has no fingerprint to be found by; it is where its name is.
-            here = files.index(pos.path)
+        if here is None and pos.fplen == 0:
+            # An empty file has no fingerprint to be found by (and a gzipped one no inode in
+            # its position): it is the listed file that is the one open, under whatever name it
+            # has now. Not the one with its old name: rotation renames an empty `.1.gz` to
+            # `.2.gz` and makes a new `.1.gz` of the live file, which would be passed over.
+            here = self._open_index(files, pos)
         if here is not None and here == len(files) - 1:
             return ()
         if here is not None:
@@ -663,6 +732,27 @@ class FileSource:
         if not self._unlinked(pos):
             pos.skip_us = max(pos.skip_us, pos.last_us)
         return files
+
+    @staticmethod
+    def _open_index(files: Sequence[Path], pos: _Position) -> int | None:
+        """The index in `files` of the file the position has open (by inode), None when it
+        is not among them."""
+        if pos.fh is None:
+            return None
+        try:
+            st = os.fstat(pos.fh.fileno())
+        except OSError:
+            return None
+        if st.st_nlink == 0:
+            return None
+        for i, path in enumerate(files):
+            try:
+                other = os.stat(path)
+            except OSError:
+                continue
+            if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
+                return i
+        return None
 
     @staticmethod
     def _unlinked(pos: _Position) -> bool:
@@ -978,15 +1068,32 @@ class FileSource:
 
     def cursor(self) -> str | None:
         """Every stream's position, as JSON (None before anything was positioned)."""
-        saved = {key: pos.saved() for key, pos in self._positions.items() if pos.found or pos.fp}
+        forgotten = self._forgotten(self._positions, {s.key for s in self._streams})
+        saved = {
+            key: pos.saved()
+            for key, pos in self._positions.items()
+            if (pos.found or pos.fp) and key not in forgotten
+        }
         if not saved:
             return None
-        if len(saved) > POSITIONS_KEPT:
-            live = {s.key for s in self._streams}
-            gone = [k for k in saved if k not in live]
-            for key in gone[: len(saved) - POSITIONS_KEPT]:
-                del saved[key]
         return json.dumps({"v": CURSOR_VERSION, "s": saved}, separators=(",", ":"))
+
+    @staticmethod
+    def _forgotten(positions: Mapping[str, _Position], live: set[str]) -> set[str]:
+        """The positions neither memory nor the cursor keeps: of streams not listed now (and
+        no file open), those with nothing to save and all but the POSITIONS_KEPT newest by
+        their last line's time. Gone streams only get older, so forgetting them early (in
+        memory) or late (in the cursor) forgets the same ones."""
+        gone = [
+            (pos.last_us, key)
+            for key, pos in positions.items()
+            if key not in live and pos.fh is None
+        ]
+        empty = {key for _t, key in gone if not (positions[key].found or positions[key].fp)}
+        if len(gone) - len(empty) <= POSITIONS_KEPT:
+            return empty
+        saveable = sorted((item for item in gone if item[1] not in empty), reverse=True)
+        return empty | {key for _t, key in saveable[POSITIONS_KEPT:]}
 
     @property
     def partial_pending(self) -> bool:
@@ -1052,6 +1159,17 @@ def _parse_cri(line: bytes) -> tuple[bytes, bytes, bytes, bool] | None:
     if flag not in (b"P", b"F"):
         return None
     return text, ts, output, flag == b"P"
+
+
+def _missing(path: Path) -> bool:
+    """Whether `path` is not there (a directory that cannot be looked at is there)."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def _boot_time() -> float:

@@ -25,7 +25,7 @@ from systemd import journal
 
 from ..errors import JournalError
 from ..logs import Logger
-from ..model import DOCKER_UNITS, JournalEntry, SourceItem
+from ..model import DOCKER_UNITS, JournalEntry, PodRef, SourceItem
 from ..text import clean_message
 from . import sigbus
 from .containers import (
@@ -104,7 +104,7 @@ class JournalSource:
         self._last_start: tuple[bytes, bytes, bytes] | None = None
         # Entries naming a watched container that dockerd did not send, ignored.
         self.forged_entries = 0
-        self.pods: Mapping[str, str] = {}  # the journal has no pods (base.Source.pods)
+        self.pods: Mapping[str, PodRef] = {}  # the journal has no pods (base.Source.pods)
         self.directory = directory
         self.files = tuple(files)
         # How one libsystemd reader is opened; a seam for tests that need a reader misbehave.

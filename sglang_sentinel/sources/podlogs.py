@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from ..model import PodSelector
+from ..model import PodRef, PodSelector
 from .files import Stream, found
 
 DEFAULT_POD_LOGS: Final = Path("/var/log/pods")
@@ -122,7 +122,7 @@ class PodLayout:
                         fmt="cri",
                         start=start_id(uid, cdir.name, n),
                         seed=str(cdir / n),
-                        pod=pod,
+                        pod=PodRef(pod, uid),
                     )
                     out += found(self, stream)
         return out

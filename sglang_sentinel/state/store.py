@@ -717,7 +717,8 @@ def weaker_than_stored(
     seen stays. A record that started later, is still starting where the stored one is decided,
     has fewer hits or lost the end was read from a part of the startup (a scan `--since` inside
     it, a journal whose first lines were vacuumed, another journal's copy); storing it would
-    replace the pinned baseline with a husk, so the stored record is kept.
+    replace the pinned baseline with a husk, so the stored record is kept. So is one with a
+    ledger when `record` has none (a baseline file of version 1 imported over one of version 2).
     """
     if outcome in ("ready", "failed") and record.outcome == "starting":
         return True
@@ -727,9 +728,14 @@ def weaker_than_stored(
         stored = json.loads(stored_json)
         hits = sum(int(v) for v in (stored.get("rule_hits") or {}).values())
         ended = stored.get("ended_at")
+        ledger = stored.get("ledger")
     except (ValueError, TypeError, AttributeError):
         return False  # an unreadable row is no reason to keep it
-    return sum(record.rule_hits.values()) < hits or (ended is not None and record.ended_at is None)
+    return (
+        sum(record.rule_hits.values()) < hits
+        or (ended is not None and record.ended_at is None)
+        or (ledger is not None and record.ledger is None)
+    )
 
 
 def broken_database(path: Path, exc: BaseException) -> str:

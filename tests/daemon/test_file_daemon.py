@@ -70,6 +70,11 @@ def test_daemon_follows_files_through_kills_and_rotations(
     daemon.proc.kill()
     daemon.proc.wait(timeout=10)
     print(f"kills={kills} rotations={rotations} lags={[round(x, 3) for x in lags]}")
+    # Shown when an assertion below fails (pytest prints the captured output): each run's log
+    # and the files as they ended, to tell a line the daemon lost from one never written.
+    for log in sorted(tmp_path.glob("sentinel-*.stderr"), key=lambda p: int(p.stem[9:])):
+        print(f"--- {log.name}\n{log.read_text(errors='replace')}", end="")
+    print("--- files:", sorted(p.name for p in c.dir.iterdir()))
     assert kills >= 1 and rotations >= 4
     followed = startups(state, *sel[:6])
     assert [(u, o, m) for u, _i, o, m in followed if u == POD_UNIT] == [

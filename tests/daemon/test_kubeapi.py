@@ -5,16 +5,18 @@ every connection and never logged, TLS verified with the configured CA."""
 from __future__ import annotations
 
 import re
+import shutil
 import socket
 import sys
 import threading
 import time
 import traceback
+from functools import partial
 from pathlib import Path
 
 import pytest
-from kubeapi_standin import make_ca, pod, serve
-from logfiles import PodDir, sglang_start
+from kubeapi_standin import StandIn, make_ca, pod, serve
+from logfiles import Clock, PodDir, sglang_start
 from prometheus_client import generate_latest
 from sentinelproc import wait_until
 
@@ -23,6 +25,7 @@ from sglang_sentinel.config.schema import KubernetesConfig
 from sglang_sentinel.daemon import Daemon, kubeapi
 from sglang_sentinel.daemon.kubeapi import ApiEndpoint, PodLabels, pod_labels_of
 from sglang_sentinel.errors import ConfigError
+from sglang_sentinel.model import workload_of
 
 UNIT = "k8s:llm/sglang/server"
 POD = "sglang-7d9f8b6c4d-x2kqz"
@@ -30,15 +33,26 @@ TOKEN = "eyJhbGciOiJSUzI1NiJ9.k8s2-test-token-never-logged"
 KEYS = ["app", "model", "leaderworkerset.sigs.k8s.io/worker-index"]
 
 
-def daemon_of(tmp_path: Path, port: int, ca: Path, **extra: object) -> Daemon:
+def daemon_of(
+    tmp_path: Path,
+    port: int,
+    ca: Path,
+    *,
+    name: str = POD,
+    uid: str = f"uid-llm-{POD}",
+    clock: Clock | None = None,
+    **extra: object,
+) -> Daemon:
+    """A daemon following the pod `name` (its target: `llm/WORKLOAD/server`) whose one startup
+    is read, and the API's labels configured."""
     pods = tmp_path / "pods"
-    d = PodDir(pods, "llm", POD, "uid-1")
+    d = PodDir(pods, "llm", name, uid, clock)
     sglang_start(lambda t: d.line("server", 0, t), "2026-01-01", 48)
     (tmp_path / "token").write_text(TOKEN + "\n")
     config = load_config(
         overrides={
             "units": [],
-            "kubernetes.pods": ["llm/sglang/server"],
+            "kubernetes.pods": [f"llm/{workload_of(name)}/server"],
             "kubernetes.pod_logs": str(pods),
             "kubernetes.labels": KEYS,
             "kubernetes.api_url": f"https://127.0.0.1:{port}",
@@ -62,11 +76,11 @@ def pod_info(daemon: Daemon) -> list[str]:
     return [line for line in page.splitlines() if line.startswith("sglang_sentinel_pod_info{")]
 
 
-def series(app: str, model: str, worker: str = "") -> str:
+def series(app: str, model: str, worker: str = "", name: str = POD, unit: str = UNIT) -> str:
     return (
-        f'sglang_sentinel_pod_info{{k8s_pod="{POD}",label_app="{app}",'
+        f'sglang_sentinel_pod_info{{k8s_pod="{name}",label_app="{app}",'
         f'label_leaderworkerset_sigs_k8s_io_worker_index="{worker}",label_model="{model}",'
-        f'unit="{UNIT}"}} 1.0'
+        f'unit="{unit}"}} 1.0'
     )
 
 
@@ -169,7 +183,107 @@ def test_an_api_server_the_ca_does_not_vouch_for_gets_no_token(
     assert "certificate verification failed" in text.out + text.err
 
 
+STS_POD = "sglang-0"  # a StatefulSet's pod: recreated under the same name
+STS_UNIT = "k8s:llm/sglang-0/server"
+
+
+@pytest.mark.parametrize("late_delete", [False, True], ids=["deleted-added", "added-deleted"])
+def test_a_statefulset_pod_recreated_under_its_name_shows_each_pods_own_labels(
+    tmp_path: Path, late_delete: bool
+) -> None:
+    """A StatefulSet pod deleted and recreated under its name is another pod (another uid, the
+    log directory `NS_NAME_UID` says which): the old pod's startup, its files still there, keeps
+    the old pod's labels until the new pod's startup is the target's latest, which has the new
+    pod's, whatever the order of the DELETED and the ADDED. Keyed by name, the DELETED emptied
+    the labels, and an ADDED before it put the new pod's labels on the old pod's startup (then
+    the DELETED dropped them)."""
+    clock = Clock()
+    old = pod("llm", STS_POD, {"app": "sglang", "model": "qwen3"}, "100", uid="uid-a")
+    deleted = pod("llm", STS_POD, {"app": "sglang", "model": "qwen3"}, "101", uid="uid-a")
+    new = pod("llm", STS_POD, {"app": "sglang", "model": "qwen4"}, "102", uid="uid-b")
+    events = [("DELETED", deleted), ("ADDED", new)]
+    with serve(tmp_path) as (api, ca):
+        api.pods = [old]
+        daemon = daemon_of(tmp_path, api.port, ca, name=STS_POD, uid="uid-a", clock=clock)
+        labels = daemon.pod_labels
+        assert labels is not None
+        try:
+            labels.start()
+            wait_until(lambda: labels.lists >= 1, 15, "the pod list")
+            assert pod_info(daemon) == [sts_series("qwen3")]
+            for n, (kind, obj) in enumerate(events[::-1] if late_delete else events, 1):
+                api.push(kind, obj)
+                wait_until(partial(_events_are, labels, n), 15, f"the {kind}")
+                assert pod_info(daemon) == [sts_series("qwen3")], kind
+            recreated = PodDir(tmp_path / "pods", "llm", STS_POD, "uid-b", clock)
+            recreated.line("server", 0, "[2026-01-01 11:00:01] server_args=ServerArgs(tp_size=2)")
+            daemon._drain()  # the new pod's startup under way: the target's latest
+            assert pod_info(daemon) == [sts_series("qwen4")]
+            shutil.rmtree(tmp_path / "pods" / f"llm_{STS_POD}_uid-a")  # the kubelet's cleanup
+            sglang_start(lambda t: recreated.line("server", 0, t), "2026-01-01", 26)
+            daemon._drain()
+            assert pod_info(daemon) == [sts_series("qwen4")]
+            assert labels.labels() == {
+                "uid-a": {"label_app": "sglang", "label_model": "qwen3",
+                          "label_leaderworkerset_sigs_k8s_io_worker_index": ""},
+                "uid-b": {"label_app": "sglang", "label_model": "qwen4",
+                          "label_leaderworkerset_sigs_k8s_io_worker_index": ""},
+            }  # fmt: skip
+        finally:
+            labels.stop()
+            daemon.source.close()
+            daemon.store.close()
+
+
+def sts_series(model: str) -> str:
+    return series("sglang", model, name=STS_POD, unit=STS_UNIT)
+
+
+def _events_are(labels: PodLabels, n: int) -> bool:
+    return labels.events == n
+
+
+def test_deleted_pods_keep_their_labels_the_last_gone_kept_of_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deleted pod's labels are kept, for the last GONE_KEPT deleted pods: so are those of a
+    pod that a list no longer has (deleted while no watch saw it); a pod listed again is live."""
+    monkeypatch.setattr(kubeapi, "GONE_KEPT", 2)
+    monkeypatch.setattr(kubeapi, "RETRY_FIRST_S", 0.02)
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    with serve(tmp_path) as (api, ca):
+        api.pods = [pod("llm", f"p-{i}", {"app": str(i)}) for i in range(4)]
+        endpoint = ApiEndpoint("127.0.0.1", api.port, tmp_path / "token", ca, "node-a")
+        labels = PodLabels(endpoint, ("app",))
+        labels.start()
+        try:
+            wait_until(lambda: labels.lists == 1, 5, "the pod list")
+            for n, i in enumerate((0, 1, 2), 1):
+                api.push("DELETED", pod("llm", f"p-{i}", {"app": str(i)}, str(100 + n)))
+                wait_until(partial(_events_are, labels, n), 5, f"the deletion of p-{i}")
+            assert labels.labels() == {f"uid-llm-p-{i}": {"label_app": str(i)} for i in (1, 2, 3)}
+            # p-3 deleted while no watch saw it, p-2 back (its delete was not the last word).
+            api.pods = [pod("llm", "p-2", {"app": "2b"})]
+            api.push("ERROR", EXPIRED_STATUS)
+            wait_until(lambda: labels.lists == 2, 5, "the list after 410 Gone")
+            assert labels.labels() == {
+                "uid-llm-p-1": {"label_app": "1"},
+                "uid-llm-p-3": {"label_app": "3"},
+                "uid-llm-p-2": {"label_app": "2b"},
+            }
+        finally:
+            labels.stop()
+
+
 GONE = {"type": "ERROR", "object": {"kind": "Status", "code": 410}}
+EXPIRED_STATUS: dict[str, object] = {
+    "kind": "Status",
+    "code": 410,
+    "reason": "Expired",
+    "message": "too old resource version: 100 (101)",
+}
+EXPIRED = {"type": "ERROR", "object": EXPIRED_STATUS}
+AN_EVENT = {"type": "MODIFIED", "object": pod("llm", POD, {"app": "sglang"}, "101")}
 
 
 @pytest.mark.parametrize(
@@ -178,6 +292,8 @@ GONE = {"type": "ERROR", "object": {"kind": "Status", "code": 410}}
         pytest.param({"watch_status": 403}, id="watch-forbidden"),
         pytest.param({"watch_reply": []}, id="watch-ends-at-once"),
         pytest.param({"watch_reply": [GONE]}, id="gone-right-after-the-list"),
+        pytest.param({"watch_reply": [AN_EVENT, EXPIRED]}, id="an-event-then-expired"),
+        pytest.param({"watch_status": 410}, id="watch-answered-410-gone"),
     ],
 )
 def test_a_watch_that_fails_at_once_after_every_list_backs_off(
@@ -187,9 +303,10 @@ def test_a_watch_that_fails_at_once_after_every_list_backs_off(
     watch: dict[str, object],
 ) -> None:
     """Every list succeeds and every watch fails at once (refused, closed without an event,
-    410 Gone from the version just listed): each retry waits twice as long, up to the
-    maximum. The list's success reset the wait (a list a second, forever), a stream closed at
-    once was resumed every 0.1 s and a 410 listed again at once, in a loop."""
+    410 Gone from the version just listed, also after one event): each retry waits twice as
+    long, up to the maximum. The list's success reset the wait (a list a second, forever), a
+    stream closed at once was resumed every 0.1 s and a 410 listed again at once, in a loop
+    (after an event: 501 lists in 10 s against the stand-in, one per TLS handshake)."""
     monkeypatch.setattr(kubeapi, "RETRY_FIRST_S", 0.02)
     monkeypatch.setattr(kubeapi, "RETRY_MAX_S", 0.16)
     monkeypatch.setattr(kubeapi, "MIN_WATCH_S", 60.0)  # "at once" also on a slow machine
@@ -229,7 +346,9 @@ def test_a_watch_that_worked_and_then_ends_at_once_every_time_backs_off(
         try:
             wait_until(lambda: labels.lists >= 1, 5, "the pod list")
             api.push("MODIFIED", pod("llm", POD, {"app": "sglang2"}, "101"))
-            wait_until(lambda: labels.labels()[f"llm/{POD}"] == {"label_app": "sglang2"}, 5, "it")
+            wait_until(
+                lambda: labels.labels()[f"uid-llm-{POD}"] == {"label_app": "sglang2"}, 5, "it"
+            )
             api.watch_reply = []
             api.end_watch()
             wait_until(lambda: labels.failures >= 3, 5, "three watches ended at once")
@@ -240,6 +359,71 @@ def test_a_watch_that_worked_and_then_ends_at_once_every_time_backs_off(
     assert "watch ended at once without an event" in first
     waits = re.findall(r"retry_in_seconds\W+([0-9.]+)", text.out + text.err)
     assert [float(w) for w in waits[:3]] == [0.02, 0.04, 0.08]
+
+
+def test_a_watch_that_ends_soon_after_its_event_every_time_is_resumed_ever_more_slowly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every watch streams one event and ends: each is resumed from the version it reached
+    (no list), after a wait that doubles up to the maximum (each was resumed 0.1 s later,
+    forever: 88 watches in 10 s against the stand-in)."""
+    monkeypatch.setattr(kubeapi, "RETRY_FIRST_S", 0.02)
+    monkeypatch.setattr(kubeapi, "RETRY_MAX_S", 0.16)
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    with serve(tmp_path) as (api, ca):
+        api.watch_reply = [AN_EVENT]
+        endpoint = ApiEndpoint("127.0.0.1", api.port, tmp_path / "token", ca, "node-a")
+        labels = PodLabels(endpoint, ("app",), clock=lambda: 0.0)  # every watch: at once
+        labels.start()
+        try:
+            wait_until(lambda: len(api.seen()) >= 7, 5, "six watches")
+        finally:
+            labels.stop()
+        seen = api.seen()
+    text = capsys.readouterr()
+    ended = [ln for ln in (text.out + text.err).splitlines() if "watch_ended_early" in ln]
+    waits = [float(w) for ln in ended for w in re.findall(r"retry_in_seconds\W+([0-9.]+)", ln)]
+    assert waits[:5] == [0.02, 0.04, 0.08, 0.16, 0.16]
+    assert [r.query.get("watch") for r in seen[:7]] == [None] + ["true"] * 6
+    assert [r.query.get("resourceVersion") for r in seen[1:7]] == ["100"] + ["101"] * 5
+    assert labels.failures == 0
+
+
+def test_a_watch_that_streamed_long_enough_resets_the_wait(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two watches fail at once (the wait grows); one streams for STEADY_WATCH_S and then
+    its version expires: listed again at once, and the next failure waits the first wait."""
+    monkeypatch.setattr(kubeapi, "RETRY_FIRST_S", 0.02)
+    monkeypatch.setattr(kubeapi, "RETRY_MAX_S", 0.16)
+    now = [0.0]
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    with serve(tmp_path) as (api, ca):
+        endpoint = ApiEndpoint("127.0.0.1", api.port, tmp_path / "token", ca, "node-a")
+        labels = PodLabels(endpoint, ("app",), clock=lambda: now[0])
+        labels.start()
+        try:
+            for watch in (1, 2, 3, 4):
+                wait_until(partial(_watches_are, api, watch), 5, f"watch {watch}")
+                if watch == 3:
+                    now[0] += kubeapi.STEADY_WATCH_S
+                api.push("ERROR", EXPIRED_STATUS)
+                wait_until(partial(_failures_are, labels, watch), 5, f"failure {watch}")
+        finally:
+            labels.stop()
+        seen = api.seen()
+    text = capsys.readouterr()
+    waits = re.findall(r"retry_in_seconds\W+([0-9.]+)", text.out + text.err)
+    assert [float(w) for w in waits] == [0.02, 0.04, 0.02]
+    assert [r.query.get("watch") for r in seen[:8]] == [None, "true"] * 4
+
+
+def _watches_are(api: StandIn, n: int) -> bool:
+    return sum(1 for r in api.seen() if r.query.get("watch") == "true") == n
+
+
+def _failures_are(labels: PodLabels, n: int) -> bool:
+    return labels.failures == n
 
 
 def test_without_labels_the_api_is_not_read_and_in_a_pod_the_environment_says_where() -> None:
@@ -326,7 +510,9 @@ def test_stop_ends_a_thread_reading_a_watch_the_server_will_close(tmp_path: Path
         try:
             wait_until(lambda: labels.lists >= 1, 5, "the pod list")
             api.push("MODIFIED", pod("llm", POD, {"app": "sglang2"}, "101"))
-            wait_until(lambda: labels.labels()[f"llm/{POD}"] == {"label_app": "sglang2"}, 5, "it")
+            wait_until(
+                lambda: labels.labels()[f"uid-llm-{POD}"] == {"label_app": "sglang2"}, 5, "it"
+            )
         except BaseException:
             labels.stop()
             raise

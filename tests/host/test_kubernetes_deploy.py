@@ -1,5 +1,6 @@
-"""deploy/kubernetes/: every manifest valid against the Kubernetes schemas (kubernetes-validate),
-the DaemonSet's privileges minimal, the PrometheusRule equal to the shipped rule files, the
+"""deploy/kubernetes/: every manifest valid against the Kubernetes schemas (kubernetes-validate;
+the PodMonitor and PrometheusRule against the Prometheus Operator's CRDs, crdschema), the
+PodMonitor scraping the DaemonSet's pods on their metrics port, the DaemonSet's privileges minimal, the PrometheusRule equal to the shipped rule files, the
 ConfigMap's config loadable, and the README's Kubernetes section naming these files."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import crdschema
 import kubernetes_validate
 import pytest
 import yaml
@@ -19,7 +21,6 @@ from tools import prometheusrule as script
 REPO = Path(__file__).resolve().parents[2]
 KUBE = REPO / "deploy" / "kubernetes"
 K8S_VERSION = "1.31.0"  # the oldest minor still supported upstream when this was written
-CRDS = {"monitoring.coreos.com/v1"}  # Prometheus Operator kinds: not in the core schemas
 
 
 def kustomization() -> dict[str, Any]:
@@ -45,11 +46,10 @@ def test_kustomization_lists_every_manifest_of_the_directory() -> None:
 @pytest.mark.parametrize("name", kustomization()["resources"])
 def test_manifest_is_valid_against_the_kubernetes_schemas(name: str) -> None:
     for doc in yaml.safe_load_all((KUBE / name).read_text()):
-        if doc["apiVersion"] in CRDS:
-            assert doc["kind"] in ("PodMonitor", "PrometheusRule")
-            assert doc["metadata"]["name"] == "sglang-sentinel"
-            continue
-        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+        if doc["apiVersion"] in crdschema.API_VERSIONS:  # not in the core schemas
+            assert crdschema.problems(doc) == []
+        else:
+            kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
 
 
 def test_validation_catches_a_wrong_field() -> None:
@@ -58,6 +58,24 @@ def test_validation_catches_a_wrong_field() -> None:
     ds["spec"]["template"]["spec"]["containers"][0]["securityContexts"] = {}
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(ds, K8S_VERSION, strict=True)
+
+
+def test_podmonitor_scrapes_the_daemonsets_pods_on_their_metrics_port() -> None:
+    """Its selector matches the pod template's labels (kustomize's `labels` leave templates
+    alone), each endpoint's port names a container port, and its path is the one served."""
+    (ds,) = [d for _, d in manifests() if d["kind"] == "DaemonSet"]
+    (pm,) = [d for _, d in manifests() if d["kind"] == "PodMonitor"]
+    template = ds["spec"]["template"]
+    assert pm["spec"]["selector"] == {"matchLabels": {"app.kubernetes.io/name": "sglang-sentinel"}}
+    assert pm["spec"]["selector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
+    ports = {p["name"]: p for c in template["spec"]["containers"] for p in c.get("ports", [])}
+    assert [e["port"] for e in pm["spec"]["podMetricsEndpoints"]] == ["metrics"]
+    assert (
+        ports["metrics"]["containerPort"]
+        == load_config(KUBE / "config.yaml", required=True, environ={}).listen.port
+    )
+    assert [e["path"] for e in pm["spec"]["podMetricsEndpoints"]] == ["/metrics"]
+    assert "namespaceSelector" not in pm["spec"]  # its own namespace: the DaemonSet's
 
 
 def test_daemonset_privileges_mounts_and_resources() -> None:

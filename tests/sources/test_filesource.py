@@ -8,6 +8,7 @@ import json
 import os
 import select
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from logfiles import PIECE, Clock, DockerDir, PodDir, gzip_file
 
 from sglang_sentinel.errors import JournalError
 from sglang_sentinel.model import JournalEntry, parse_selector, workload_of
-from sglang_sentinel.sources import DockerLayout, FileSource, PodLayout, parse_time_us
+from sglang_sentinel.sources import DockerLayout, FileSource, PodLayout, Stream, parse_time_us
 
 CID = "a" * 64
 CID2 = "b" * 64
@@ -649,4 +650,86 @@ def test_a_removed_containers_file_is_let_go_once_read_to_its_end(tmp_path: Path
         assert texts(drain(source)) == [f"last {n}"]  # read to its end first
         assert texts(drain(source)) == []
         assert _open_deleted_files(tmp_path) == [], n
+    source.close()
+
+
+def _holds_open(path: Path) -> bool:
+    """Whether this process has `path` open (under that name)."""
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == str(path):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+class RotatedWhileOpen:
+    """A DockerLayout whose files are rotated (`rotate`, once) right before the reader lists
+    them while it holds `held` open: a rotation between two of the reader's listings, at the
+    one moment that matters, without a race."""
+
+    def __init__(self, layout: DockerLayout, held: Path, rotate: Callable[[], None]) -> None:
+        self.inner, self.root, self.held = layout, layout.root, held
+        self.rotate: Callable[[], None] | None = rotate
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        return self.inner.targets
+
+    def streams(self) -> list[Stream]:
+        return self.inner.streams()
+
+    def directories(self) -> list[Path]:
+        return self.inner.directories()
+
+    def files(self, stream: Stream) -> tuple[Path, ...]:
+        if self.rotate is not None and _holds_open(self.held):
+            rotate, self.rotate = self.rotate, None
+            rotate()
+        return self.inner.files(stream)
+
+
+@pytest.mark.parametrize("position", [None, "empty live file"], ids=["no-position", "cursor"])
+def test_an_empty_gzipped_file_renamed_while_read_does_not_pass_over_the_next(
+    tmp_path: Path, position: str | None
+) -> None:
+    """A restarted reader (no position for the stream, or one on a file since rotated away)
+    starts at the oldest file, an empty `.1.gz` (rotated before any line); the next rotation
+    renames it to `.2.gz` and compresses the live file into a new `.1.gz` before the reader
+    lists the files again: that new `.1.gz` is read, not taken for the file the reader was in
+    (by its name) and passed over. Before: its lines were lost (a whole startup, in
+    tests/daemon/test_file_daemon.py once in CI)."""
+    c = DockerDir(tmp_path, CID, "sglang")
+    cursor = None
+    if position is not None:
+        c.live.touch()
+        before = docker_source(tmp_path)
+        assert texts(drain(before)) == []
+        cursor = before.cursor()
+        assert cursor is not None
+        before.close()
+    c.rotate(max_file=20, compress=True)  # nothing written yet: `.1.gz` is empty
+    c.line("one 0")
+    c.line("one 1")
+    empty = c.dir / f"{CID}-json.log.1.gz"
+
+    def rotate() -> None:
+        c.rotate(max_file=20, compress=True)
+        c.line("two 0")
+
+    layout = RotatedWhileOpen(DockerLayout(tmp_path, ["sglang"]), empty, rotate)
+    source = FileSource([layout])
+    source.open(follow=False)
+    if cursor is None:
+        source.seek_head()
+    else:
+        assert source.seek_cursor(cursor)
+    assert texts(drain(source)) == ["one 0", "one 1", "two 0"]
+    assert layout.rotate is None  # it ran while the reader held the empty file
+    assert sorted(p.name for p in c.dir.glob("*-json.log*")) == [
+        f"{CID}-json.log",
+        f"{CID}-json.log.1.gz",
+        f"{CID}-json.log.2.gz",
+    ]
     source.close()

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from journaltools import build_journal, seed_fixture_dir
 
 from sglang_sentinel.cli import main
-from sglang_sentinel.compare import UnitStatus, compare, load_policy
+from sglang_sentinel.compare import UnitStatus, alerting, compare, load_policy
 from sglang_sentinel.errors import ConfigError
 from sglang_sentinel.logtemplates import log_diff, template_of
 from sglang_sentinel.model import UNIT_STARTED, JournalEntry, StartupRecord
@@ -420,12 +420,27 @@ def test_a_baseline_without_other_lines_compares_downgrades_only() -> None:
     assert not restored.offer("[2026-03-09 21:31:24] Loaded it", (), "other")
 
 
-def test_a_baseline_recorded_before_the_ledger_is_no_false_alarm() -> None:
+def test_a_baseline_recorded_before_the_ledger_is_no_false_alarm_and_says_so() -> None:
     now = run(startup("[2026-03-09 21:31:24] Feature x is disabled"), "b" * 32)
     old = dataclasses.replace(run(startup(), "a" * 32), ledger=None)
     c = compare(now, old, "pinned", POLICY)
     assert c.log_diff is None
-    assert c.findings == ()
+    # Not a silent "nothing new": one info finding (never alerted) that says why.
+    assert [(f.check, f.severity, f.message) for f in c.findings] == [
+        (
+            "new_downgrade_message",
+            "info",
+            "downgrade messages not compared with the baseline: it has no log templates "
+            "(recorded by a release before the downgrade ledger; pin a newer startup)",
+        )
+    ]
+    assert not alerting(c.findings[0])
+    assert render_log_diff(old, now, None).splitlines()[1] == (
+        "  no ledger for aaaaaaaa: it has no log templates (recorded by a release before the "
+        "downgrade ledger; pin a newer startup); nothing to compare"
+    )
+    # A startup recorded without a ledger itself has nothing to compare: nothing to say.
+    assert compare(dataclasses.replace(now, ledger=None), old, "pinned", POLICY).findings == ()
     # A record stored by an older release reads back without a ledger.
     doc = json.loads(record_to_json(now))
     del doc["ledger"]

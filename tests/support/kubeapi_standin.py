@@ -60,9 +60,13 @@ def make_server_cert(directory: Path, ca: tuple[Path, Path]) -> tuple[Path, Path
     return crt, key
 
 
-def pod(ns: str, name: str, labels: dict[str, str], version: str = "1") -> dict[str, Any]:
+def pod(
+    ns: str, name: str, labels: dict[str, str], version: str = "1", uid: str = ""
+) -> dict[str, Any]:
+    """A pod object; its uid `uid-NS-NAME` unless given (a pod recreated under its name: another)."""
+    meta = {"namespace": ns, "name": name, "uid": uid or f"uid-{ns}-{name}"}
     return {
-        "metadata": {"namespace": ns, "name": name, "labels": labels, "resourceVersion": version},
+        "metadata": {**meta, "labels": labels, "resourceVersion": version},
         "spec": {"nodeName": "node-a"},
     }
 
@@ -133,6 +137,10 @@ def _handler(api: StandIn) -> type[BaseHTTPRequestHandler]:
                     return
                 self.wfile.write(json.dumps(event).encode() + b"\n")
                 self.wfile.flush()
+                if event["type"] == "ERROR":
+                    # The API server ends a watch after its ERROR event; the next event pushed
+                    # is for the next watch, not read by this one's handler.
+                    return
 
         def _json(self, status: int, doc: dict[str, Any]) -> None:
             body = json.dumps(doc).encode()
