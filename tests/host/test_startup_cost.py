@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import journaltools
 import pytest
 
 # Never needed by scan, check, report (text), diff, startups or baseline (show): the daemon
@@ -75,12 +76,14 @@ def test_importing_the_cli_loads_no_heavy_module() -> None:
     assert sorted(loaded & (NOT_ON_THE_COMMAND_PATH | JOURNAL_READING)) == []
 
 
-@pytest.fixture
-def scanned(seed_journal_dir: Path, tmp_path: Path) -> tuple[Path, int, set[str]]:
-    """The seed journal scanned into a fresh state directory by a fresh interpreter."""
-    state = tmp_path / "state"
+@pytest.fixture(scope="module")
+def scanned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int, set[str]]:
+    """The seed journal scanned into a fresh state directory by a fresh interpreter, once for
+    the module (a scan in a fresh interpreter is a second each; the commands only read it)."""
+    tmp = tmp_path_factory.mktemp("scanned")
+    state = tmp / "state"
     code, loaded = command_modules(
-        tmp_path, "scan", "--journal-dir", str(seed_journal_dir), "--state-dir", str(state)
+        tmp, "scan", "--journal-dir", str(journaltools.seed_journal(tmp)), "--state-dir", str(state)
     )
     return state, code, loaded
 

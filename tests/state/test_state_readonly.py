@@ -80,27 +80,33 @@ def as_nobody(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.fixture(scope="module")
+def scanned(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The seed journal scanned by root, once for the module (a scan is a second each time;
+    every test gets its own copy of what it wrote, closed cleanly: the database alone)."""
+    require_root()
+    tmp = tmp_path_factory.mktemp("scanned")
+    state = tmp / "state"
+    subprocess.run(
+        sentinel_argv(
+            "scan", "--journal-dir", str(journaltools.seed_journal(tmp)), "--state-dir", str(state)
+        ),
+        check=True,
+        capture_output=True,
+        env=clean_env(),
+    )
+    return state
+
+
 @pytest.fixture
-def state(tmp_path: Path) -> Iterator[Path]:
+def state(scanned: Path) -> Iterator[Path]:
     """The seed journal scanned by root into STATE (root:nogroup, dir 0750, files 0640), in a
     directory nobody may traverse (tmp_path is root's own 0700)."""
-    require_root()
     base = Path(tempfile.mkdtemp(prefix="sentinel-ro-"))
     try:
         base.chmod(0o755)
         state = base / "state"
-        subprocess.run(
-            sentinel_argv(
-                "scan",
-                "--journal-dir",
-                str(journaltools.seed_journal(tmp_path)),
-                "--state-dir",
-                str(state),
-            ),
-            check=True,
-            capture_output=True,
-            env=clean_env(),
-        )
+        shutil.copytree(scanned, state)
         for path in (state, *state.iterdir()):
             shutil.chown(path, group="nogroup")
         state.chmod(0o750)
