@@ -213,7 +213,10 @@ def test_a_token_file_that_is_not_a_small_regular_file_fails_the_push_at_once(
 def test_a_change_during_a_push_is_pushed_right_after_it(receiver: Receiver) -> None:
     """A change that the other Alertmanager's worker took in while this one was in a push (a
     slow answer) is pushed here right after, not a resend interval later."""
-    receiver.delay = 0.5
+    # The slow one answers when the test says: the change surely comes during its first push, and
+    # the fast one has had its first push before the change (on a busy machine its worker may
+    # otherwise start late and push only the changed set, once: three pushes, never four).
+    receiver.hold = threading.Event()
     fast = Receiver()
     try:
         pusher, stats = make([receiver.url, fast.url], Clock(time.time()), resend=30.0, timeout=5.0)
@@ -221,9 +224,14 @@ def test_a_change_during_a_push_is_pushed_right_after_it(receiver: Receiver) -> 
         try:
             pusher.update([comparison(DROP)])
             assert receiver.reading.wait(10.0), "no first push"
+            wait_for(lambda: len(fast.requests) == 1, 10.0, "the fast one's first push")
             pusher.update([comparison(DROP, PCG)])  # while the slow push waits for its answer
+            wait_for(lambda: len(fast.requests) == 2, 10.0, "the change pushed to the fast one")
+            assert len(receiver.requests) == 1  # still in its first push
+            receiver.hold.set()
             wait_for(lambda: stats.alertmanager_pushes == 4, 10.0, "the change pushed to both")
         finally:
+            receiver.hold.set()
             pusher.stop(timeout=5.0)
         # DROP is one alert per tier it reached (warning, critical), PCG one more.
         assert [len(body) for body in receiver.bodies] == [2, 3]
