@@ -44,16 +44,15 @@ def load_rules_and_policy(config: Config) -> tuple[RuleSet, Policy]:
     return rules, policy
 
 
-def build_source(config: Config, *, follow: bool = False) -> Source:
+def build_source(config: Config) -> Source:
     """The source for `config`'s targets: the journal for units and journald-driver containers,
-    the log files for json-file containers and pods; both at once when both are named. A
-    configuration with the journal only gets the JournalSource as before. One pass reads
-    json-file logs only when `docker_root` has a containers directory (a host without Docker
-    has none); a following daemon (`follow`) watches for it to appear (Docker installed later)."""
+    the log files for json-file containers (when `docker_root` has a containers directory: a
+    host without Docker has none) and pods; both at once when both are named. A configuration
+    with the journal only gets the JournalSource as before."""
     from .sources import CombinedSource, DockerLayout, FileSource, JournalSource, Layout, PodLayout
 
     layouts: list[Layout] = []
-    if config.containers and (follow or _has_containers_dir(config.docker_root)):
+    if config.containers and _has_containers_dir(config.docker_root):
         layouts.append(DockerLayout(config.docker_root, config.containers))
     if config.kubernetes.pods:
         selectors = [parse_selector(p) for p in config.kubernetes.pods]

@@ -49,7 +49,7 @@ def build_pipeline(config: Config) -> Pipeline:
     """The pipeline `config` describes: its rules and policy, state store and source."""
     rules, policy = load_rules_and_policy(config)
     store = StateStore(config.state_dir, busy_timeout=BUSY_TIMEOUT_S)
-    source = build_source(config, follow=True)
+    source = build_source(config)
     return Pipeline(
         source,
         rules,

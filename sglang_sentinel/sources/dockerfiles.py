@@ -45,10 +45,6 @@ def _rotated_index(name: str, live: str) -> int | None:
 class DockerLayout:
     """The json-file logs of the containers named `names` under Docker's root directory."""
 
-    # A host without Docker has no containers directory (its containers, podman's, log to the
-    # journal): a following source waits for it without a warning.
-    optional: Final = True
-
     def __init__(self, root: Path, names: Sequence[str]) -> None:
         self.root = root
         self.containers_dir = root / "containers"

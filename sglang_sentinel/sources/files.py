@@ -288,8 +288,6 @@ class FileSource:
         # start id -> pod of the pod streams listed last (replaced whole: scrapes read it).
         self.pods: Mapping[str, PodRef] = {}
         self._listed: set[str] = set()  # the streams whose files the last listing found
-        # Layouts (by index) whose directory is not there yet: the directory above it watched.
-        self._waiting: dict[int, Path] = {}
         self._read_any = False
 
     @property
@@ -300,13 +298,9 @@ class FileSource:
     # -- opening and positioning ---------------------------------------------------------------
 
     def open(self, *, follow: bool = True) -> None:
-        """List the layouts (and watch their directories when `follow`). A layout's directory
-        that is not there is an error for one pass (a mistyped --pod-logs would otherwise find
-        nothing); a following source logs it and waits for it (Docker installed, or the kubelet
-        started, after the sentinel), watching the nearest directory above it that is there."""
+        """List the layouts (and watch their directories when `follow`); a layout's directory
+        that is not there is an error (a mistyped --pod-logs would otherwise find nothing)."""
         for layout in self.layouts:
-            if follow and _missing(layout.directories()[0]):
-                continue  # _discover logs it and watches above it
             if not layout.root.is_dir():
                 raise JournalError(
                     f"log directory {layout.root} does not exist (set docker_root or "
@@ -429,11 +423,12 @@ class FileSource:
     def _discover(self) -> None:
         previous = self._streams
         streams: list[Stream] = []
-        waited = set(self._waiting.values())
-        watched: set[Path] = set()
-        for i, layout in enumerate(self.layouts):
+        for layout in self.layouts:
             if self._inotify is not None:
-                watched |= self._watch(i, layout, self._inotify)
+                # A directory that vanished drops its own watch (IN_IGNORED); one made since
+                # the last listing is watched from now on.
+                for path in layout.directories():
+                    self._inotify.watch(path)
             for stream in layout.streams():
                 streams.append(stream)
                 self._layout_of[stream.key] = layout
@@ -448,47 +443,6 @@ class FileSource:
         self._streams = sorted(streams, key=self._order)
         self._layout_changed = False
         self._prune(left={old.key for old in previous} - {s.key for s in self._streams})
-        if self._inotify is not None:
-            # A directory waited for is there (or a nearer one above it): its watch goes.
-            for path in waited - set(self._waiting.values()) - watched:
-                self._inotify.unwatch(path)
-
-    def _watch(self, i: int, layout: Layout, inotify: Inotify) -> set[Path]:
-        """Watch the layout's directories; while its own (the first) is not there, the
-        nearest directory above it that is, for it to appear. Returns the directories
-        watched for the layout's files."""
-        from .inotify import WAIT_EVENTS
-
-        for _ in range(16):  # directories made or removed while looking: look again
-            dirs = layout.directories()
-            base = dirs[0]
-            if not _missing(base):
-                # A directory that vanished drops its own watch (IN_IGNORED); one made since
-                # the last listing is watched from now on.
-                for path in dirs:
-                    inotify.watch(path)
-                if self._waiting.pop(i, None) is not None:
-                    log.info("log_directory_appeared", directory=str(base))
-                return set(dirs)
-            # Removed while a file in it is still open: its watch lasts (no IN_IGNORED yet)
-            # and would be taken for the new one's when it is made again.
-            inotify.unwatch(base)
-            above = base.parent
-            while _missing(above) and above != above.parent:
-                above = above.parent
-            if not inotify.watch(above, WAIT_EVENTS) or not _missing(base):
-                continue  # removed, or `base` made, in between
-            if i not in self._waiting:
-                optional = getattr(layout, "optional", False)
-                (log.info if optional else log.warning)(
-                    "log_directory_missing",
-                    directory=str(base),
-                    watching=str(above),
-                    action="its files are read once it appears",
-                )
-            self._waiting[i] = above
-            return set()
-        return set()
 
     def _prune(self, left: set[str]) -> None:
         """Forget what streams no longer there hold in memory (`left`: those the listing just
@@ -1159,17 +1113,6 @@ def _parse_cri(line: bytes) -> tuple[bytes, bytes, bytes, bool] | None:
     if flag not in (b"P", b"F"):
         return None
     return text, ts, output, flag == b"P"
-
-
-def _missing(path: Path) -> bool:
-    """Whether `path` is not there (a directory that cannot be looked at is there)."""
-    try:
-        os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return True
-    except OSError:
-        return False
-    return False
 
 
 def _boot_time() -> float:

@@ -45,9 +45,6 @@ DIR_EVENTS: Final = (
     | IN_MOVE_SELF
     | IN_ONLYDIR
 )
-# What a watched ancestor of a layout's directory that is not there yet reports: a directory
-# made or moved in, the ancestor itself removed (not every file written beside it: /var/log).
-WAIT_EVENTS: Final = IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR
 # Events that change which files exist (the layout is listed again); IN_MODIFY only adds lines.
 LAYOUT_EVENTS: Final = (
     IN_CREATE
@@ -93,18 +90,14 @@ class Inotify:
         self._fd: int = fd
         self._paths: dict[int, Path] = {}
         self._wds: dict[Path, int] = {}
-        self._masks: dict[Path, int] = {}
 
     def fileno(self) -> int:
         return self._fd
 
     def watch(self, path: Path, mask: int = DIR_EVENTS) -> bool:
-        """Watch the directory `path` for `mask` (again: a no-op, or the events added to the
-        watch's); False when it does not exist (now)."""
-        old = self._masks.get(path, 0)
-        if path in self._wds and not mask & ~old:
+        """Watch the directory `path` (again: a no-op); False when it does not exist (now)."""
+        if path in self._wds:
             return True
-        mask |= old
         wd = self._libc.inotify_add_watch(self._fd, os.fsencode(path), mask)
         if wd < 0:
             err = ctypes.get_errno()
@@ -116,11 +109,9 @@ class Inotify:
             )
         self._paths[wd] = path
         self._wds[path] = wd
-        self._masks[path] = mask
         return True
 
     def unwatch(self, path: Path) -> None:
-        self._masks.pop(path, None)
         wd = self._wds.pop(path, None)
         if wd is not None:
             self._paths.pop(wd, None)
@@ -150,9 +141,7 @@ class Inotify:
                 if mask & IN_IGNORED and path is not None:
                     # The directory is gone (or unwatched): forget the watch descriptor.
                     self._paths.pop(wd, None)
-                    if self._wds.get(path) == wd:
-                        self._wds.pop(path, None)
-                        self._masks.pop(path, None)
+                    self._wds.pop(path, None)
                 events.append((path, mask, os.fsdecode(name)))
 
     def close(self) -> None:
@@ -161,4 +150,3 @@ class Inotify:
             self._fd = -1
             self._paths.clear()
             self._wds.clear()
-            self._masks.clear()
