@@ -28,12 +28,9 @@ UNIT = "sglang-hostile.service"
 ROOT = Path(__file__).resolve().parents[2]
 COUNT = int(os.environ.get("SENTINEL_HOSTILE_LINES", "100000"))
 SEED = 20261130
-# The worst single line (48 KiB of rule bait, a 1 MiB server_args part) must stay well below the
-# 0.25 s reading slice; one line is never what delays a SIGTERM or a watchdog ping. Measured
-# (thread CPU): 35 ms for the worst line alone on a quiet machine, 61-88 ms in whole runs beside
-# other work (CI's 3.11 run: 88 ms); 0.1 s failed a CI run once (110 ms, a heap collection inside
-# the line, no longer counted). A pathological line (quadratic work) costs seconds, far above this.
-WORST_LINE_S = 0.15
+# The worst single line (48 KiB of rule bait, a 1 MiB server_args part) must stay far below the
+# 0.25 s reading slice; one line is never what delays a SIGTERM or a watchdog ping.
+WORST_LINE_S = 0.1
 
 
 def corpus() -> list[str]:
