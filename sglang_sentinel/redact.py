@@ -499,6 +499,20 @@ def scrub_text(text: str) -> str:
     return _scrub(text, provider_anywhere=True)
 
 
+def scrub_head(text: str, keep: int) -> str:
+    """The first `keep` characters of `text`, redacted, at a cost bounded by `keep` however long
+    the text: only its first 2 * keep characters are redacted and the last `keep` of those are
+    dropped, so a secret the cut split in two (which might no longer look like one) is never kept
+    (`keep` is longer than any secret the redactor knows: tokens, keys, a JWT). The whole text is
+    redacted when redaction left too little before the dropped part."""
+    if len(text) <= 2 * keep:
+        return scrub_text(text)[:keep]
+    head = scrub_text(text[: 2 * keep])
+    if len(head) >= 2 * keep:
+        return head[:keep]
+    return scrub_text(text)[:keep]
+
+
 def _scrub(text: str, *, provider_anywhere: bool) -> str:
     text = scrub_shapes(text)
     if "-k" in text or "-p" in text:

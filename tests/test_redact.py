@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sglang_sentinel.redact import (
     REDACTED,
@@ -16,6 +18,7 @@ from sglang_sentinel.redact import (
     launch_flags,
     redact_cmdline,
     redact_value,
+    scrub_head,
     scrub_text,
 )
 
@@ -288,3 +291,49 @@ def test_scrub_text_is_fast() -> None:
         start = time.process_time()
         scrub_text(hostile)
         assert time.process_time() - start < 1.0
+
+
+_WORDS = st.sampled_from(
+    ["load", "weight", "end.", "mem=20.66", "GB", "x" * 40, "token:", "#token: 900", "a=b,"]
+)
+_SECRETS = st.sampled_from(
+    [
+        f"api_key={SECRET}",
+        f"--api-key {SECRET}",
+        f"Authorization: Bearer {SECRET}",
+        f"https://user:{SECRET}@example.com/x",
+        "hf_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7",
+    ]
+)
+
+
+@given(
+    st.lists(_WORDS, max_size=60),
+    _SECRETS,
+    st.lists(_WORDS, max_size=60),
+    st.integers(min_value=60, max_value=200),
+)
+def test_scrub_head_is_the_head_of_the_whole_text_redacted(
+    before: list[str], secret: str, after: list[str], keep: int
+) -> None:
+    """A secret anywhere, the cut anywhere (inside the secret too): the head is what redacting
+    the whole text and cutting it gives, and no secret is in it."""
+    text = " ".join([*before, secret, *after])
+    head = scrub_head(text, keep)
+    assert head == scrub_text(text)[:keep]
+    assert SECRET not in head and "A1b2C3d4E5f6G7h8" not in head
+
+
+def test_scrub_head_costs_what_its_length_costs() -> None:
+    """1 MB of text full of secret-looking pairs: the head costs what `keep` characters cost
+    (CPU time: a loaded machine's waiting does not count); the whole text costs far more."""
+    text = "api_key=abc token: x, " * 50_000
+    start = time.process_time()
+    for _ in range(10):
+        head = scrub_head(text, 2000)
+    per_call = (time.process_time() - start) / 10
+    assert len(head) == 2000 and "abc" not in head
+    start = time.process_time()
+    scrub_text(text)
+    whole = time.process_time() - start
+    assert per_call < whole / 20, (per_call, whole)

@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from ..logtemplates import BODY_CHARS, DOWNGRADE, MASK_VERSION, OTHER, template_of
 from ..model import Rank, RuleMatch
-from ..redact import scrub_text
+from ..redact import scrub_head
 from ..rules import split_prefix
 
 # Bounds per startup: distinct templates kept (a line of a further one is counted in
@@ -44,10 +44,9 @@ OTHER_CHARS: Final = 400_000  # each line counted up to the characters it is red
 RANKS_KEPT: Final = 256  # one host's ranks: 8-16 GPUs, each up to one DP, TP and EP label
 EXAMPLE_CHARS: Final = 400
 
-# A long line is redacted in its first _SCRUB_CHARS, of which the last _SECRET_CHARS (longer
-# than any secret the redactor knows: tokens, keys, a JWT) are dropped (`_scrubbed`).
-_SECRET_CHARS: Final = BODY_CHARS
-_SCRUB_CHARS: Final = BODY_CHARS + _SECRET_CHARS
+# A long line is redacted in its first _SCRUB_CHARS only (`redact.scrub_head`: a 48 KiB line
+# costs 12 ms to redact whole, 1 ms so), and only the first BODY_CHARS of that are kept.
+_SCRUB_CHARS: Final = 2 * BODY_CHARS
 # Startup-window lines that are not a message of the startup: the resolved settings (their
 # own diff reads them), batch lines in a layout no batch rule knows (the known ones never
 # reach the ledger), uvicorn access lines (a warm-up or health request) and tqdm bars.
@@ -129,20 +128,6 @@ def rank_label(rank: Rank) -> str:
     return " ".join(parts) or "main"
 
 
-def _scrubbed(body: str) -> str:
-    """The body redacted, before anything else (the template is shown too), and cut: only its
-    first BODY_CHARS are masked. A long body is redacted in its first _SCRUB_CHARS only (a
-    48 KiB line costs 12 ms to scrub whole, 1 ms so) and the last _SECRET_CHARS of that are
-    dropped, so a secret the cut split in two, which might no longer look like one, is never
-    kept; the whole body is redacted when redaction left too little before them."""
-    if len(body) <= _SCRUB_CHARS:
-        return scrub_text(body)
-    head = scrub_text(body[:_SCRUB_CHARS])
-    if len(head) - _SECRET_CHARS >= BODY_CHARS:
-        return head[: len(head) - _SECRET_CHARS]
-    return scrub_text(body)
-
-
 @dataclass(slots=True)
 class _Entry:
     example: str
@@ -190,7 +175,7 @@ class LogLedger:
                 self.other_dropped += 1
                 return True
         body, rank = split_prefix(message)
-        body = _scrubbed(body)
+        body = scrub_head(body, BODY_CHARS)  # redacted first: the template is shown too
         template = template_of(body)
         if not template:
             return False

@@ -34,7 +34,7 @@ from ..model import (
     SourceItem,
     StartupRecord,
 )
-from ..redact import launch_flags, redact_cmdline, scrub_text
+from ..redact import launch_flags, redact_cmdline, scrub_head
 from ..rules import LINE_START_RE, BatchMatch, Matcher, strip_wrappers
 from ..serverargs import BalanceScanner, normalized_settings, parse_server_args
 from ..state import builder_from_json, builder_to_json
@@ -73,6 +73,11 @@ _ENDED_RUNTIME_KEPT = 16
 # Entries kept of a list fact (config files missing, ...): one per distinct file, so a few
 # dozen on a large MoE model; a further one is dropped.
 LIST_KEPT = 64
+# A text fact (and each item of a list fact) is kept in its first FACT_CHARS, a failure reason in
+# its first REASON_CHARS, each redacted at a cost bounded by that length (`redact.scrub_head`): a
+# 48 KiB line of rule bait cost 35 ms to redact whole, and was stored whole.
+FACT_CHARS = 2000
+REASON_CHARS = 500
 # Closed startups remembered (StartupTracker._closed), so that a line of one never starts it afresh.
 CLOSED_KEPT = 256
 # How a closed startup's lines are dropped (StartupTracker._closed).
@@ -814,7 +819,7 @@ class StartupTracker:
                 # After ready, a crash is the end of a served startup, not a failed startup.
                 # "... hit an exception: Traceback (most recent call last):" names no error; the
                 # traceback's last line (e.g. the no-KV-memory ValueError) then replaces it.
-                reason = scrub_text(str(value))[:500]
+                reason = scrub_head(str(value), REASON_CHARS)
                 generic = _names_no_error(reason)
                 if b.ready_at is None and (
                     b.failure_reason is None
@@ -832,7 +837,7 @@ class StartupTracker:
             elif name == "traceback_chained":
                 b.chained = True
             elif name == "failure_exception":
-                text = scrub_text(str(value))[:500]
+                text = scrub_head(str(value), REASON_CHARS)
                 if not _names_no_error(text):  # `RuntimeError: Rank 0 scheduler died ...`
                     b.last_exception = text
                     # The first exception after a generic reason, or the next one of a chained
@@ -850,11 +855,15 @@ class StartupTracker:
             elif isinstance(value, tuple):
                 have = b.facts.get(name)
                 merged = list(have) if isinstance(have, tuple) else []
-                merged.extend(c for c in map(scrub_text, value) if c not in merged)
+                merged.extend(
+                    c for c in (scrub_head(v, FACT_CHARS) for v in value) if c not in merged
+                )
                 b.facts[name] = tuple(merged[:LIST_KEPT])
             else:
                 if name not in b.facts or (primary and name not in b.primary):
-                    b.facts[name] = scrub_text(value) if isinstance(value, str) else value
+                    b.facts[name] = (
+                        scrub_head(value, FACT_CHARS) if isinstance(value, str) else value
+                    )
                     if primary:
                         b.primary.add(name)
 

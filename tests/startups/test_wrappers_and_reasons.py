@@ -307,3 +307,28 @@ def test_a_restored_startup_with_a_generic_reason_still_takes_the_exception() ->
         b = _Builder(unit="u.service", invocation_id="ab" * 16, started_at=1.0)
         b.failure_reason = reason
         assert _Builder.from_json(b.to_json()).reason_kind == kind
+
+
+def test_a_long_fact_or_reason_is_kept_in_its_head_and_redacted() -> None:
+    """A 48 KiB reason (rule bait) is stored in its first FACT_CHARS / REASON_CHARS, redacted:
+    it was redacted and stored whole (48 KiB in the record, 35 ms of one line's work)."""
+    from sglang_sentinel.model import JournalEntry
+    from sglang_sentinel.startups import StartupTracker
+    from sglang_sentinel.startups.tracker import FACT_CHARS, REASON_CHARS
+
+    secret = "hf_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7"
+    filler = "padding " * 6144
+    lines = [
+        f"[2026-03-09 21:31:10 TP0] Custom allreduce is disabled because {secret} {filler}",
+        f"[2026-03-09 21:31:11 TP0] Scheduler hit an exception: RuntimeError: {secret} {filler}",
+    ]
+    tracker = StartupTracker(MemoMatcher(load_rules([default_rules_dir()])))
+    t0 = 1_000_000_000_000
+    started = JournalEntry("x.service", "Started", t0, invocation_id="a" * 32)
+    tracker.feed([started, *(line.encode() for line in lines)], lambda: t0 + 1)
+    (record, _builder), *_ = tracker.take_dirty()
+    reason = record.facts["custom_all_reduce_disabled_reason"]
+    assert isinstance(reason, str) and len(reason) == FACT_CHARS
+    assert reason.startswith("<redacted>") and "A1b2C3d4" not in reason
+    assert record.failure_reason is not None and len(record.failure_reason) <= REASON_CHARS
+    assert "A1b2C3d4" not in record.failure_reason
