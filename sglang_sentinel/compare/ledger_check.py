@@ -97,6 +97,13 @@ def alerting(finding: Finding) -> bool:
     return not (finding.check == LEDGER_CHECK and finding.severity == "info")
 
 
+def _info(message: str) -> Finding:
+    """A ledger finding that only informs: nothing new to judge, and what was not compared."""
+    return Finding(
+        check=LEDGER_CHECK, severity="info", baseline=None, current=(), message=message, evidence=()
+    )
+
+
 def ledger_finding(
     diff: LogDiff | None,
     findings: Sequence[Finding],
@@ -111,30 +118,15 @@ def ledger_finding(
         if unledgered is None:
             return None
         # No false alarm, and no silent "none" either: nothing was compared, and why.
-        return Finding(
-            check=LEDGER_CHECK,
-            severity="info",
-            baseline=None,
-            current=(),
-            message=f"downgrade messages not compared with the baseline: {unledgered}",
-            evidence=(),
-        )
+        return _info(f"downgrade messages not compared with the baseline: {unledgered}")
     new = diff.new_downgrades
     if not new:
         if not diff.dropped:
             return None
         # Nothing new among the kept, but lines past the bound were never compared: say so
         # (info, no alert: a startup that noisy is so at every start), never a silent "none".
-        return Finding(
-            check=LEDGER_CHECK,
-            severity="info",
-            baseline=None,
-            current=(),
-            message=(
-                "no downgrade message the baseline never printed among those kept, "
-                + diff.not_kept()
-            ),
-            evidence=(),
+        return _info(
+            "no downgrade message the baseline never printed among those kept, " + diff.not_kept()
         )
     judged = [judged_by(line, findings) for line in new]
     evidence = []
