@@ -47,8 +47,8 @@ def write_paced(rate: int, seconds: float, emit: Callable[[list[str]], None]) ->
     tick = 0.01  # write in 10 ms slices: smooth enough, and few syscalls
     while True:
         elapsed = time.monotonic() - started
-        if elapsed >= seconds:
-            break
+        # Every line due by `seconds` is written, also when the machine stalled past it (a
+        # stall of a second made the loop end with most of a short run's lines unwritten).
         due = int(min(elapsed + tick, seconds) * rate)
         ts = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
         chunk = []
@@ -63,6 +63,8 @@ def write_paced(rate: int, seconds: float, emit: Callable[[list[str]], None]) ->
         if chunk:
             emit(chunk)
             written += len(chunk)
+        if elapsed >= seconds:
+            break
         time.sleep(max(0.0, started + elapsed + tick - time.monotonic()))
     return written, started
 
