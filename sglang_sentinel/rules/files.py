@@ -38,6 +38,10 @@ _TOP_KEYS: Final = frozenset({"version", "rules", "downgrade_words"})
 _FACT_KEYS: Final = frozenset({"type", "group", "value"})
 _SAMPLE_KEYS: Final = frozenset({"match", "no_match"})
 _ID_RE: Final = re.compile(r"[a-z][a-z0-9_]*\Z")
+# A rule id's length: a baseline file names the rules that matched a template, each in at most
+# this many characters (state/baseline_file.py NAME_CHARS); a longer id made an export that
+# every import refused.
+ID_CHARS: Final = 128
 _SAMPLE_SHOWN = 90  # characters of a sample line quoted in a problem message
 
 
@@ -199,6 +203,8 @@ def _parse_rule(
         bad(f"rules[{index}] has no `id`")
     elif not _ID_RE.match(label):
         bad("id must match [a-z][a-z0-9_]*")
+    elif len(label) > ID_CHARS:
+        bad(f"id has {len(label)} characters, more than {ID_CHARS}")
     elif label in seen:
         bad("duplicate rule id in this file")
     seen.add(label)

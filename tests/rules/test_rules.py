@@ -570,3 +570,25 @@ def test_rule_set_is_immutable(pack: RuleSet) -> None:
 def _names(value: object) -> tuple[str, ...]:
     """A list fact's items (a tuple of names), or none."""
     return tuple(str(v) for v in value) if isinstance(value, tuple) else ()
+
+
+def test_a_rule_id_is_at_most_as_long_as_a_baseline_file_lets_it_be(tmp_path: Path) -> None:
+    """A rule id of 129 characters is refused when the rules load (it made a baseline export
+    that every import refused); 128 load, the bound a baseline file has for the names it keeps."""
+    from sglang_sentinel.rules.files import ID_CHARS
+    from sglang_sentinel.state.baseline_file import NAME_CHARS
+
+    assert ID_CHARS == NAME_CHARS
+    for length, fine in ((ID_CHARS, True), (ID_CHARS + 1, False)):
+        rule_id = "r" * length
+        (tmp_path / "10-long.yaml").write_text(
+            f"version: 1\nrules:\n  - id: {rule_id}\n    contains: 'qqq'\n    regex: 'qqq'\n"
+            "    samples: {match: [{line: 'qqq', facts: {}}]}\n"
+        )
+        problems = check_rules([tmp_path])
+        if fine:
+            assert problems == []
+        else:
+            assert problems == [
+                f"{tmp_path / '10-long.yaml'}:{rule_id}: id has 129 characters, more than 128"
+            ]
