@@ -91,25 +91,17 @@ if ((${#missing[@]})); then
         missing+=(docker-cli)
     fi
     rm -f "$log"
-    # Debian enables the services of what it installs (deb-systemd-helper symlinks in
-    # /etc/systemd/system/*.wants); a test peer must not start on the next boot. Only the
-    # packages installed just now: a peer the host already had is the host's business.
-    systemd_dir=${SENTINEL_SYSTEMD_DIR:-/etc/systemd/system}  # tests point it elsewhere
+    # Debian enables the services of what it installs; a test peer must not start on the next
+    # boot (scripts/disable-units.sh). Only the peers installed just now.
+    peers=()
     for pkg in "${missing[@]}"; do
-        [[ " ${PEER_PACKAGES[*]} " == *" $pkg "* ]] || continue
-        while read -r unit; do
-            [[ -n $unit ]] || continue
-            unit=${unit##*/}
-            # deb-systemd-helper, not systemctl: no PID 1 needed, and package upgrades keep the
-            # unit disabled instead of enabling it again.
-            DPKG_MAINTSCRIPT_PACKAGE=$pkg deb-systemd-helper disable "$unit"
-            if compgen -G "$systemd_dir/*.wants/$unit" >/dev/null; then
-                say "could not disable $unit: $(echo "$systemd_dir"/*.wants/"$unit")"
-                exit 1
-            fi
-            say "disabled $unit (installed as a test peer, used as a binary only)"
-        done < <(dpkg -L "$pkg" | grep -E '^/(usr/)?lib/systemd/system/[^/]+\.(service|socket|timer)$' || true)
+        if [[ " ${PEER_PACKAGES[*]} " == *" $pkg "* ]]; then
+            peers+=("$pkg")
+        fi
     done
+    if ((${#peers[@]})); then
+        bash scripts/disable-units.sh "a test peer" "${peers[@]}"
+    fi
 fi
 
 if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then

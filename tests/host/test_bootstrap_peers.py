@@ -166,3 +166,45 @@ echo disabled
         timeout=60,
     )
     assert (result.returncode, result.stdout) == (0, "disabled\n"), result.stderr
+
+
+def test_a_target_the_e2e_installs_is_disabled_too(tmp_path: Path) -> None:
+    """systemd-container (the e2e's systemd-nspawn) enables machines.target: .ci/run's footprint
+    check failed on a fresh machine. scripts/disable-units.sh, which bootstrap and the e2e both
+    call for what they install, disables targets as well as services, sockets and timers."""
+    require_root()
+    bin_dir, log, systemd = tmp_path / "bin", tmp_path / "log", tmp_path / "systemd"
+    for d in (bin_dir, log, systemd / "multi-user.target.wants"):
+        d.mkdir(parents=True)
+    dpkg = (
+        "#!/bin/sh\necho /lib/systemd/system/machines.target\n"
+        "echo /lib/systemd/system/systemd-machined.service\necho /usr/bin/systemd-nspawn\n"
+    )
+    for name, text in (("dpkg", dpkg), ("deb-systemd-helper", FAKE_HELPER)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    (systemd / "multi-user.target.wants" / "machines.target").symlink_to(
+        "/lib/systemd/system/machines.target"
+    )
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "FAKE_LOG": str(log),
+        "SENTINEL_SYSTEMD_DIR": str(systemd),
+    }
+    result = subprocess.run(
+        ["bash", str(REPO / "scripts" / "disable-units.sh"), "an e2e tool", "systemd-container"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (log / "deb-systemd-helper").read_text().splitlines() == [
+        "systemd-container disable machines.target",
+        "systemd-container disable systemd-machined.service",
+    ]
+    assert list((systemd / "multi-user.target.wants").iterdir()) == []
+    assert "disabled machines.target (installed as an e2e tool" in result.stderr
+    e2e = (REPO / "scripts" / "e2e.sh").read_text()
+    assert 'disable-units.sh" "an e2e tool" "${missing[@]}"' in e2e
