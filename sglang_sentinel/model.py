@@ -110,7 +110,20 @@ class PodSelector:
 
     def matches(self, namespace: str, pod: str) -> bool:
         """A pod of this workload, or the pod itself named."""
-        return namespace == self.namespace and self.workload in (workload_of(pod), pod)
+        return namespace == self.namespace and (
+            self.workload in (workload_of(pod), pod) or _cut_before_suffix(self.workload, pod)
+        )
+
+
+def _cut_before_suffix(workload: str, pod: str) -> bool:
+    """A pod of a DaemonSet or Job named past 57 characters: `NAME-` was cut to 58 before the
+    random suffix, dash and all, so nothing in the pod's name says where NAME ended."""
+    return (
+        len(workload) >= _BASE_MAX
+        and len(pod) == _BASE_MAX + 5
+        and pod.startswith(workload[:_BASE_MAX])
+        and _SUFFIX.fullmatch(pod, _BASE_MAX) is not None
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -733,3 +733,16 @@ def test_an_empty_gzipped_file_renamed_while_read_does_not_pass_over_the_next(
         f"{CID}-json.log.2.gz",
     ]
     source.close()
+
+
+@pytest.mark.parametrize("length", [57, 58, 63, 70])
+def test_a_long_daemonset_or_jobs_pods_are_its_own(length: int) -> None:
+    """A DaemonSet or Job named past 57 characters: the API server cuts `NAME-` to 58 before the
+    random 5 (names.SimpleNameGenerator), so its pods matched no selector and were never read."""
+    name = ("sglang-router-qwen3-coder-480b-a35b-instruct-fp8-daemonset-" * 2)[:length].rstrip("-")
+    pod = (name + "-")[:58] + "x2kqz"
+    selector = parse_selector(f"llm/{name}/server")
+    assert selector.matches("llm", pod)
+    assert not selector.matches("other", pod)
+    assert not selector.matches("llm", (name + "-")[:58] + "x2kq")  # no generated suffix
+    assert not selector.matches("llm", "another-" + pod[8:])
