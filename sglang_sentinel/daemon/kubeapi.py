@@ -10,7 +10,9 @@ labels are kept (the last GONE_KEPT of them): its log files, and its startup as 
 outlive it until the kubelet removes them. Each list or watch that ends before it has streamed for
 STEADY_WATCH_S waits a backoff that doubles up to RETRY_MAX_S, whatever it had streamed: a server
 or proxy that ends every watch at once (empty, one event and then 410 Gone) is asked ever more
-slowly, never in a loop. That is all it asks of the API: `get`, `list`, `watch`
+slowly, never in a loop. Each wait is stretched by a random part of itself (JITTER, as
+client-go's reflector does), so a DaemonSet's pods that lost the API server together do not ask
+it again together. That is all it asks of the API: `get`, `list`, `watch`
 on pods (the ClusterRole in deploy/kubernetes/api-labels/). Identity never comes from here:
 targets, starts and baselines are the pod log files' (sources/podlogs.py); a label only
 describes the pod.
@@ -28,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import random
 import socket
 import ssl
 import threading
@@ -55,6 +58,8 @@ MIN_WATCH_S: Final = 1.0  # a watch ending sooner without an event failed (as in
 # A watch that streamed this long worked: the wait is back to RETRY_FIRST_S and what follows
 # (the next watch, a list after 410 Gone) comes at once. A shorter one, events or not, waits.
 STEADY_WATCH_S: Final = 30.0
+# A wait of w seconds is w * (1 + JITTER * r), r uniform in [0, 1): up to twice as long.
+JITTER: Final = 1.0
 GONE_KEPT: Final = 256  # deleted pods whose labels are kept, oldest forgotten first
 
 
@@ -166,12 +171,14 @@ class PodLabels:
         *,
         timeout: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        jitter: Callable[[], float] = random.random,
     ):
         self.endpoint = endpoint
         self.keys = keys
         self.names = tuple(pod_label_name(k) for k in keys)
         self._timeout = timeout
         self._clock = clock  # how long a watch streamed (a test drives it)
+        self._jitter = jitter  # r of each wait (a test fixes it)
         self._pods: Mapping[str, Mapping[str, str]] = {}  # published: gone, then live
         self._live: dict[str, dict[str, str]] = {}  # the thread's own, by uid
         self._gone: dict[str, dict[str, str]] = {}  # deleted, oldest first
@@ -241,20 +248,21 @@ class PodLabels:
                 wait = RETRY_FIRST_S
                 if failure is None or failure.status == 410:
                     continue  # ended by the server (timeoutSeconds) or expired: at once
+            delay = round(wait * (1 + JITTER * self._jitter()), 3)
             if failure is not None:
                 log.warning(
                     "kubernetes_api_failed",
                     error=str(failure),
                     status=failure.status,
-                    retry_in_seconds=wait,
+                    retry_in_seconds=delay,
                 )
             else:
                 log.info(
                     "kubernetes_watch_ended_early",
                     streamed_seconds=round(self._streamed, 3),
-                    retry_in_seconds=wait,
+                    retry_in_seconds=delay,
                 )
-            self._stop.wait(wait)
+            self._stop.wait(delay)
             wait = min(wait * 2, RETRY_MAX_S)
 
     def _query(self, **extra: str) -> str:

@@ -33,6 +33,12 @@ TOKEN = "eyJhbGciOiJSUzI1NiJ9.k8s2-test-token-never-logged"
 KEYS = ["app", "model", "leaderworkerset.sigs.k8s.io/worker-index"]
 
 
+def no_jitter() -> float:
+    """The backoff's random part fixed at 0, for the exact schedules below (the random part
+    has its own test, test_the_waits_are_jittered)."""
+    return 0.0
+
+
 def daemon_of(
     tmp_path: Path,
     port: int,
@@ -254,7 +260,7 @@ def test_deleted_pods_keep_their_labels_the_last_gone_kept_of_them(
     with serve(tmp_path) as (api, ca):
         api.pods = [pod("llm", f"p-{i}", {"app": str(i)}) for i in range(4)]
         endpoint = ApiEndpoint("127.0.0.1", api.port, tmp_path / "token", ca, "node-a")
-        labels = PodLabels(endpoint, ("app",))
+        labels = PodLabels(endpoint, ("app",), jitter=no_jitter)
         labels.start()
         try:
             wait_until(lambda: labels.lists == 1, 5, "the pod list")
@@ -315,7 +321,7 @@ def test_a_watch_that_fails_at_once_after_every_list_backs_off(
         for name, value in watch.items():
             setattr(api, name, value)
         endpoint = ApiEndpoint("127.0.0.1", api.port, tmp_path / "token", ca, "node-a")
-        labels = PodLabels(endpoint, ("app",))
+        labels = PodLabels(endpoint, ("app",), jitter=no_jitter)
         labels.start()
         try:
             wait_until(lambda: labels.failures >= 6, 5, "six failed watches")
@@ -326,6 +332,34 @@ def test_a_watch_that_fails_at_once_after_every_list_backs_off(
     waits = re.findall(r"retry_in_seconds\W+([0-9.]+)", text.out + text.err)
     assert [float(w) for w in waits[:6]] == [0.02, 0.04, 0.08, 0.16, 0.16, 0.16]
     assert [r.query.get("watch") for r in seen[:6]] == [None, "true"] * 3
+
+
+def test_the_waits_are_jittered(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each wait is stretched by a random part of itself (client-go's reflector does the same):
+    DaemonSet pods that lost the API server together retried it in step, every node at the
+    same moments. With r = 0.5, 0.25, 0.0, 0.99: 1.5, 1.25, 1 and 1.99 times the doubling wait."""
+    monkeypatch.setattr(kubeapi, "RETRY_FIRST_S", 0.02)
+    monkeypatch.setattr(kubeapi, "RETRY_MAX_S", 0.16)
+    monkeypatch.setattr(kubeapi, "MIN_WATCH_S", 60.0)
+    draws = iter([0.5, 0.25, 0.0, 0.99] + [0.0] * 100)
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    with serve(tmp_path) as (api, ca):
+        api.watch_status = 410
+        endpoint = ApiEndpoint("127.0.0.1", api.port, tmp_path / "token", ca, "node-a")
+        labels = PodLabels(endpoint, ("app",), jitter=lambda: next(draws))
+        labels.start()
+        try:
+            wait_until(lambda: labels.failures >= 4, 5, "four failed watches")
+        finally:
+            labels.stop()
+    text = capsys.readouterr()
+    waits = re.findall(r"retry_in_seconds\W+([0-9.]+)", text.out + text.err)
+    assert [float(w) for w in waits[:4]] == [0.03, 0.05, 0.08, 0.318]
+    assert kubeapi.JITTER == 1.0
+    first = PodLabels(endpoint, ("app",))._jitter
+    assert 0.0 <= first() < 1.0 and len({first() for _ in range(8)}) > 1
 
 
 def test_a_watch_that_worked_and_then_ends_at_once_every_time_backs_off(
@@ -341,7 +375,7 @@ def test_a_watch_that_worked_and_then_ends_at_once_every_time_backs_off(
     with serve(tmp_path) as (api, ca):
         api.pods = [pod("llm", POD, {"app": "sglang"})]
         endpoint = ApiEndpoint("127.0.0.1", api.port, tmp_path / "token", ca, "node-a")
-        labels = PodLabels(endpoint, ("app",))
+        labels = PodLabels(endpoint, ("app",), jitter=no_jitter)
         labels.start()
         try:
             wait_until(lambda: labels.lists >= 1, 5, "the pod list")
@@ -373,7 +407,8 @@ def test_a_watch_that_ends_soon_after_its_event_every_time_is_resumed_ever_more_
     with serve(tmp_path) as (api, ca):
         api.watch_reply = [AN_EVENT]
         endpoint = ApiEndpoint("127.0.0.1", api.port, tmp_path / "token", ca, "node-a")
-        labels = PodLabels(endpoint, ("app",), clock=lambda: 0.0)  # every watch: at once
+        # every watch: at once
+        labels = PodLabels(endpoint, ("app",), clock=lambda: 0.0, jitter=no_jitter)
         labels.start()
         try:
             wait_until(lambda: len(api.seen()) >= 7, 5, "six watches")
@@ -400,7 +435,7 @@ def test_a_watch_that_streamed_long_enough_resets_the_wait(
     (tmp_path / "token").write_text(TOKEN + "\n")
     with serve(tmp_path) as (api, ca):
         endpoint = ApiEndpoint("127.0.0.1", api.port, tmp_path / "token", ca, "node-a")
-        labels = PodLabels(endpoint, ("app",), clock=lambda: now[0])
+        labels = PodLabels(endpoint, ("app",), clock=lambda: now[0], jitter=no_jitter)
         labels.start()
         try:
             for watch in (1, 2, 3, 4):
