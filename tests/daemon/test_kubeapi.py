@@ -11,8 +11,10 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubeapi_standin import StandIn, make_ca, pod, serve
@@ -316,22 +318,35 @@ def test_a_watch_that_fails_at_once_after_every_list_backs_off(
     monkeypatch.setattr(kubeapi, "RETRY_FIRST_S", 0.02)
     monkeypatch.setattr(kubeapi, "RETRY_MAX_S", 0.16)
     monkeypatch.setattr(kubeapi, "MIN_WATCH_S", 60.0)  # "at once" also on a slow machine
+    waits, seen = _failing_watches(tmp_path, capsys, watch, no_jitter, 6)
+    assert waits == [0.02, 0.04, 0.08, 0.16, 0.16, 0.16]
+    assert [r.query.get("watch") for r in seen[:6]] == [None, "true"] * 3
+
+
+def _failing_watches(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    watch: dict[str, object],
+    jitter: Callable[[], float],
+    count: int,
+) -> tuple[list[float], list[Any]]:
+    """The first `count` waits logged while every watch fails as `watch` sets the stand-in up,
+    and the requests the stand-in saw."""
     (tmp_path / "token").write_text(TOKEN + "\n")
     with serve(tmp_path) as (api, ca):
         for name, value in watch.items():
             setattr(api, name, value)
         endpoint = ApiEndpoint("127.0.0.1", api.port, tmp_path / "token", ca, "node-a")
-        labels = PodLabels(endpoint, ("app",), jitter=no_jitter)
+        labels = PodLabels(endpoint, ("app",), jitter=jitter)
         labels.start()
         try:
-            wait_until(lambda: labels.failures >= 6, 5, "six failed watches")
+            wait_until(lambda: labels.failures >= count, 5, f"{count} failed watches")
         finally:
             labels.stop()
         seen = api.seen()
     text = capsys.readouterr()
     waits = re.findall(r"retry_in_seconds\W+([0-9.]+)", text.out + text.err)
-    assert [float(w) for w in waits[:6]] == [0.02, 0.04, 0.08, 0.16, 0.16, 0.16]
-    assert [r.query.get("watch") for r in seen[:6]] == [None, "true"] * 3
+    return [float(w) for w in waits[:count]], seen
 
 
 def test_the_waits_are_jittered(
@@ -344,22 +359,12 @@ def test_the_waits_are_jittered(
     monkeypatch.setattr(kubeapi, "RETRY_MAX_S", 0.16)
     monkeypatch.setattr(kubeapi, "MIN_WATCH_S", 60.0)
     draws = iter([0.5, 0.25, 0.0, 0.99] + [0.0] * 100)
-    (tmp_path / "token").write_text(TOKEN + "\n")
-    with serve(tmp_path) as (api, ca):
-        api.watch_status = 410
-        endpoint = ApiEndpoint("127.0.0.1", api.port, tmp_path / "token", ca, "node-a")
-        labels = PodLabels(endpoint, ("app",), jitter=lambda: next(draws))
-        labels.start()
-        try:
-            wait_until(lambda: labels.failures >= 4, 5, "four failed watches")
-        finally:
-            labels.stop()
-    text = capsys.readouterr()
-    waits = re.findall(r"retry_in_seconds\W+([0-9.]+)", text.out + text.err)
-    assert [float(w) for w in waits[:4]] == [0.03, 0.05, 0.08, 0.318]
+    waits, _seen = _failing_watches(tmp_path, capsys, {"watch_status": 410}, lambda: next(draws), 4)
+    assert waits == [0.03, 0.05, 0.08, 0.318]
     assert kubeapi.JITTER == 1.0
-    first = PodLabels(endpoint, ("app",))._jitter
-    assert 0.0 <= first() < 1.0 and len({first() for _ in range(8)}) > 1
+    endpoint = ApiEndpoint("127.0.0.1", 1, tmp_path / "token", tmp_path / "ca", "node-a")
+    default = PodLabels(endpoint, ("app",))._jitter
+    assert 0.0 <= default() < 1.0 and len({default() for _ in range(8)}) > 1
 
 
 def test_a_watch_that_worked_and_then_ends_at_once_every_time_backs_off(
