@@ -119,8 +119,14 @@ def _stall_then_ready(tmp_path: Path, sentinels: Sentinels, pushes: PushCapture)
     s = sentinels.start(
         "--config", str(config), "--journal-dir", str(journal_dir), state=tmp_path / "state"
     )
-    body = wait_until(s.scrape_with(f"{STALLED} 0.0"), 15, "the stall series at 0")
-    assert f'sglang_sentinel_startup_in_progress{{unit="{UNIT}"}} 1.0' in body
+    # The series are there (at 0) from the first scrape, before the journal is read: wait for
+    # the startup itself to be under way, then for the stall.
+    starting = f'sglang_sentinel_startup_in_progress{{unit="{UNIT}"}} 1.0'
+    body = wait_until(
+        s.scrape_when(lambda text: starting in text and f"{STALLED} 0.0" in text),
+        15,
+        "the startup under way, the stall series at 0",
+    )
     assert f'sglang_sentinel_startup_in_progress_timestamp_seconds{{unit="{UNIT}"}}' in body
     wait_until(s.scrape_with(f"{STALLED} 1.0"), 20, "the stall series at 1")
     raised = s.wait_event("finding_raised")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -82,21 +83,27 @@ def test_real_dockerd_json_file_starts_rotation_and_split_line(
     doc = json.loads(
         cli_stdout("scan", "--state-dir", str(tmp_path / "scan"), "--json", *sel, timeout=120)
     )
+    unit = f'unit="docker:{name}"'
+
+    def ready(n: int) -> Callable[[str], bool]:
+        def check(text: str) -> bool:
+            return any(
+                line.startswith("sglang_sentinel_startups_total{")
+                and unit in line
+                and 'outcome="ready"' in line
+                and line.endswith(f" {n}.0")
+                for line in text.splitlines()
+            )
+
+        return check
+
+    # `docker rm` deletes the files: the daemon must have read them first (a reader that is
+    # behind has lost what a removed container's files held, as any reader of them would).
+    wait_until(daemon.scrape_when(ready(2)), 60, "two ready startups on /metrics")
     dockerd.docker("rm", name)
     run_container(dockerd, name)  # recreated: a new id, a new file
     assert dockerd.container_id(name) != first
-    unit = f'unit="docker:{name}"'
-
-    def three_ready(text: str) -> bool:
-        return any(
-            line.startswith("sglang_sentinel_startups_total{")
-            and unit in line
-            and 'outcome="ready"' in line
-            and line.endswith(" 3.0")
-            for line in text.splitlines()
-        )
-
-    wait_until(daemon.scrape_when(three_ready), 30, "three ready startups on /metrics")
+    wait_until(daemon.scrape_when(ready(3)), 60, "three ready startups on /metrics")
     followed = startups(state, name)
     assert [(o, m) for _i, o, m in followed] == [("ready", 128), ("ready", 96), ("ready", 128)]
     assert [s["invocation_id"] for s in doc["startups"]] == [i for i, _o, _m in followed[:2]]

@@ -41,7 +41,10 @@ def wait_until(check: Callable[[], T | None], timeout: float, what: str, step: f
         if result:
             return result
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+            # A check that can say what it saw (a daemon's scrape: its stderr's tail) says it.
+            explain = getattr(check, "explain", None)
+            detail = f"\n{explain()}" if callable(explain) else ""
+            pytest.fail(f"timed out after {timeout}s waiting for {what}{detail}")
         time.sleep(step)
 
 
@@ -130,14 +133,9 @@ class Sentinel:
             pytest.fail(f"sentinel exited with {self.proc.returncode}: {self.stderr()}")
 
     def scrape_when(self, predicate: Callable[[str], bool]) -> Callable[[], str | None]:
-        """A check for wait_until: the /metrics body once `predicate(body)` holds."""
-
-        def check() -> str | None:
-            self.check_alive()
-            body = self.scrape()
-            return body if predicate(body) else None
-
-        return check
+        """A check for wait_until: the /metrics body once `predicate(body)` holds; at a
+        timeout wait_until shows the daemon's stderr (its last lines)."""
+        return _ScrapeCheck(self, predicate)
 
     def scrape_with(self, text: str) -> Callable[[], str | None]:
         """A check for wait_until: the /metrics body once it contains `text`."""
@@ -163,6 +161,23 @@ class Sentinel:
             return next((e for e in self.events() if e.get("event") == event), None)
 
         return wait_until(found, timeout, f"log event {event}")
+
+
+class _ScrapeCheck:
+    """Sentinel.scrape_when's check, which can explain a timeout (wait_until)."""
+
+    def __init__(self, sentinel: Sentinel, predicate: Callable[[str], bool]) -> None:
+        self._sentinel = sentinel
+        self._predicate = predicate
+
+    def __call__(self) -> str | None:
+        self._sentinel.check_alive()
+        body = self._sentinel.scrape()
+        return body if self._predicate(body) else None
+
+    def explain(self, lines: int = 40) -> str:
+        tail = self._sentinel.stderr().splitlines()[-lines:]
+        return "the daemon's stderr, last lines:\n" + "\n".join(tail)
 
 
 @dataclass
