@@ -370,12 +370,22 @@ def run_every_surface(
     )
     daemon_state = tmp / "daemon-state"
     d = sentinels.start("--config", str(config), "--journal-dir", str(journal), state=daemon_state)
+    # startups_total{outcome="failed"} is there (at 0) from the first scrape and a
+    # check="startup_failed" series from the first startup compared: wait for every startup
+    # of the journal (the daemon publishes after each slice it reads).
+    counted = [
+        f'sglang_sentinel_startups_total{{outcome="failed",unit="{UNIT}"}} '
+        f"{len(failure_lines(s))}.0",
+        f'sglang_sentinel_startups_total{{outcome="ready",unit="{UNIT}"}} 2.0',
+    ]
     body = wait_until(
-        d.scrape_when(lambda b: 'outcome="failed"' in b and 'check="startup_failed"' in b),
+        d.scrape_when(lambda b: all(c in b for c in counted)),
         30,
         "the failed startups on /metrics",
     )
-    wait_until(lambda: pushes.bodies, 30, "an Alertmanager push")
+    # The pushes follow the publishes on their own thread; the last startup's failure (its
+    # reason "bad token <redacted>") is the last one to be pushed.
+    wait_until(lambda: b"bad token" in b"".join(pushes.bodies), 30, "the last failure pushed")
     d.wait_event("finding_raised")
     _, _, page = d.get("/")
     assert_clean(secrets, "/metrics", body)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from journaltools import StartupScript, build_journal, ready_startup
+from sentinelproc import wait_until
 
 from sglang_sentinel.cli import EXIT_PENDING, main, parse_since
 from sglang_sentinel.errors import UsageError
@@ -42,6 +43,21 @@ def _starting_then_ready(tmp_path: Path) -> tuple[Path, Path]:
     return starting, ready
 
 
+# `sentinel check` (cli.main) with each sleep between two reads of the state said on stderr: a
+# test can see the gate waiting on a startup it has read as starting (it prints nothing else
+# before its verdict).
+_GATE = """\
+import sys, time
+from sglang_sentinel import cli
+sleep = time.sleep
+def polling(seconds):
+    print("gate: still starting, polling", file=sys.stderr, flush=True)
+    sleep(seconds)
+time.sleep = polling
+raise SystemExit(cli.main(sys.argv[1:]))
+"""
+
+
 def _scan(journal: Path, state: Path) -> None:
     assert main(["scan", "--journal-dir", str(journal), "--state-dir", str(state)]) == 0
 
@@ -62,23 +78,32 @@ def test_check_wait_returns_the_verdict_once_the_startup_is_decided(tmp_path: Pa
     starting, ready = _starting_then_ready(tmp_path)
     state = tmp_path / "state"
     _scan(starting, state)
-    argv = [sys.executable, "-m", "sglang_sentinel.cli", "check", "--unit", UNIT]
-    gate = subprocess.Popen(
-        [*argv, "--state-dir", str(state), "--wait", "60"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    argv = [sys.executable, "-c", _GATE, "check", "--unit", UNIT]
+    err_path = tmp_path / "gate.stderr"
+    with err_path.open("wb") as err_file:
+        gate = subprocess.Popen(
+            [*argv, "--state-dir", str(state), "--wait", "60"],
+            stdout=subprocess.PIPE,
+            stderr=err_file,
+        )
     try:
-        time.sleep(0.2)  # the gate is waiting (it has read "starting" at least once)
-        assert gate.poll() is None
+        # The gate is waiting: it has read "starting" at least once (a fixed pause was shorter
+        # than the interpreter's start on a busy machine).
+        wait_until(
+            lambda: gate.poll() is not None or b"polling" in err_path.read_bytes(),
+            30,
+            "the gate polling a startup still starting",
+        )
+        assert gate.poll() is None, err_path.read_text()
         began = time.monotonic()
         _scan(ready, state)
-        out, err = gate.communicate(timeout=30)
+        out, _ = gate.communicate(timeout=30)
         took = time.monotonic() - began
     finally:
         if gate.poll() is None:
             gate.kill()
             gate.wait()
+    err = err_path.read_text()
     assert gate.returncode == 0, err
     assert b"pending" not in out
     assert took < 5  # polls every 0.5 s; far below the 60 s it was allowed

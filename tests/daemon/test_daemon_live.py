@@ -113,13 +113,19 @@ def test_live_startups_show_on_metrics_and_the_regression_fires(
     assert value(samples, "sglang_sentinel_piecewise_cuda_graph_enabled", unit=UNIT) == 0.0
     assert value(samples, "sglang_sentinel_startups_total", unit=UNIT, outcome="ready") == 2.0
     assert value(samples, "sglang_sentinel_startup_ready", unit=UNIT) == 1.0
+    # and the PCG line new in the log, already judged (info: no series, but a finding).
+    expected = sorted({c for c, _ in REGRESSIONS_AFTER_2} | {"new_downgrade_message"})
+
+    def raised() -> list[str] | None:
+        # finding_raised is logged right after the publish the scrape above saw, not before it.
+        got = sorted(str(e["check"]) for e in sentinel.events() if e["event"] == "finding_raised")
+        return got if len(got) >= len(expected) else None
+
+    assert wait_until(raised, 10, "the findings logged") == expected
     # Each startup is announced once, though later lines (batch stats, requests) update it.
-    events = [json.loads(line) for line in sentinel.stderr().splitlines() if line.startswith("{")]
+    events = sentinel.events()
     recorded = [(e["invocation"], e["outcome"]) for e in events if e["event"] == "startup_recorded"]
     assert recorded == [(SEED_1[:8], "ready"), (SEED_2[:8], "ready")]
-    raised = sorted(e["check"] for e in events if e["event"] == "finding_raised")
-    # and the PCG line new in the log, already judged (info: no series, but a finding).
-    assert raised == sorted({c for c, _ in REGRESSIONS_AFTER_2} | {"new_downgrade_message"})
 
 
 @pytest.mark.skipif(

@@ -152,8 +152,20 @@ def test_every_panel_query_returns_data_from_prometheus(
     # The daemon reads the journal itself (so its journal gauges exist); the baseline is pinned
     # while it runs, as an operator would.
     daemon = sentinels.start(*journal, *units, state=state)
+    # The daemon publishes after each slice it reads: the failed unit's startup can be on
+    # /metrics before the stalled and decoding units' (later in the journal) are read. Wait
+    # for the last ones too.
+    read_all = [
+        f'sglang_sentinel_startup_ready{{unit="{scenario.failed_unit}"}} 0.0',
+        f'sglang_sentinel_startup_in_progress{{unit="{scenario.stalled_unit}"}} 1.0',
+        *(
+            f'sglang_sentinel_regression{{check="{check}",severity="warning",'
+            f'unit="{scenario.decode_unit}"}} 1.0'
+            for check in ("decode_throughput_drop", "decode_without_cuda_graph")
+        ),
+    ]
     wait_until(
-        daemon.scrape_with(f'sglang_sentinel_startup_ready{{unit="{scenario.failed_unit}"}} 0.0'),
+        daemon.scrape_when(lambda body: all(s in body for s in read_all)),
         30,
         "the daemon recording every unit's startups",
     )

@@ -84,6 +84,21 @@ def pod_info(daemon: Daemon) -> list[str]:
     return [line for line in page.splitlines() if line.startswith("sglang_sentinel_pod_info{")]
 
 
+def _emitted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The events kubeapi has logged, each added once its line is written. The thread counts a
+    failure (`failures`) before it logs it, and a stop() in between ends it without the line:
+    a test that reads the log waits for the line, not for the count."""
+    events: list[str] = []
+    emit = kubeapi.log._emit
+
+    def recorded(method: str, event: str, kw: dict[str, Any]) -> None:
+        emit(method, event, kw)
+        events.append(event)
+
+    monkeypatch.setattr(kubeapi.log, "_emit", recorded)
+    return events
+
+
 def series(app: str, model: str, worker: str = "", name: str = POD, unit: str = UNIT) -> str:
     return (
         f'sglang_sentinel_pod_info{{k8s_pod="{name}",label_app="{app}",'
@@ -147,8 +162,9 @@ def test_labels_are_listed_then_watched_with_the_token_over_verified_tls(
 
 
 def test_a_forbidden_list_is_logged_with_the_hint_and_without_the_token(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    logged = _emitted(monkeypatch)
     with serve(tmp_path) as (api, ca):
         api.status = 403
         daemon = daemon_of(tmp_path, api.port, ca)
@@ -156,7 +172,7 @@ def test_a_forbidden_list_is_logged_with_the_hint_and_without_the_token(
         assert labels is not None
         try:
             labels.start()
-            wait_until(lambda: labels.failures >= 1, 15, "the refused list")
+            wait_until(lambda: "kubernetes_api_failed" in logged, 15, "the refused list logged")
             assert pod_info(daemon) == [series("", "")]
         finally:
             labels.stop()
@@ -169,19 +185,22 @@ def test_a_forbidden_list_is_logged_with_the_hint_and_without_the_token(
 
 
 def test_an_api_server_the_ca_does_not_vouch_for_gets_no_token(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from kubeapi_standin import make_ca
 
     (tmp_path / "other").mkdir()
     other_ca, _key = make_ca(tmp_path / "other", "other-ca")
+    logged = _emitted(monkeypatch)
     with serve(tmp_path) as (api, _ca):
         daemon = daemon_of(tmp_path, api.port, other_ca)
         labels = daemon.pod_labels
         assert labels is not None
         try:
             labels.start()
-            wait_until(lambda: labels.failures >= 1, 15, "the refused handshake")
+            wait_until(
+                lambda: "kubernetes_api_failed" in logged, 15, "the refused handshake logged"
+            )
         finally:
             labels.stop()
             daemon.source.close()
@@ -340,7 +359,9 @@ def _failing_watches(
         labels = PodLabels(endpoint, ("app",), jitter=jitter)
         labels.start()
         try:
-            wait_until(lambda: labels.failures >= count, 5, f"{count} failed watches")
+            # The count-th failure's wait is logged after that failure is counted (and not at
+            # all once stopped): one more failure means it was.
+            wait_until(lambda: labels.failures >= count + 1, 5, f"{count + 1} failed watches")
         finally:
             labels.stop()
         seen = api.seen()
@@ -449,6 +470,9 @@ def test_a_watch_that_streamed_long_enough_resets_the_wait(
                     now[0] += kubeapi.STEADY_WATCH_S
                 api.push("ERROR", EXPIRED_STATUS)
                 wait_until(partial(_failures_are, labels, watch), 5, f"failure {watch}")
+            # Failure 4's wait is logged after it is counted (and not at all once stopped), and
+            # the list after that wait is the fifth (one at the start, one after each failure).
+            wait_until(lambda: labels.lists >= 5, 5, "the list after failure 4")
         finally:
             labels.stop()
         seen = api.seen()
