@@ -181,7 +181,9 @@ def test_sigkill_at_random_moments_loses_nothing_and_repeats_nothing(
     assert resets is None, "a SIGKILL must never lose the saved cursor's entry"
 
     # The CLI's view of the same state.
-    out = cli_stdout("startups", "--json", "--state-dir", str(state), "--unit", UNIT, timeout=60)
+    out = cli_stdout(
+        "startups", "--json", "--limit", "0", "--state-dir", str(state), "--unit", UNIT, timeout=60
+    )
     listed = {s["invocation_id"]: s for s in json.loads(out)["startups"]}
     assert sorted(listed) == sorted(written)
     daemon_findings = {inv: [f["check"] for f in s["findings"]] for inv, s in listed.items()}

@@ -71,7 +71,9 @@ def stored(state: Path) -> dict[str, tuple[str, int]]:
 
 def findings(state: Path) -> dict[str, list[str]]:
     """invocation -> finding checks, as `sentinel startups --json` judges the stored records."""
-    out = cli_stdout("startups", "--json", "--state-dir", str(state), "--unit", UNIT, timeout=60)
+    out = cli_stdout(
+        "startups", "--json", "--limit", "0", "--state-dir", str(state), "--unit", UNIT, timeout=60
+    )
     return {
         s["invocation_id"]: sorted(f["check"] for f in s["findings"])
         for s in json.loads(out)["startups"]
