@@ -952,3 +952,24 @@ def test_a_long_line_s_downgrade_word_test_is_cheap() -> None:
         assert not search(line)
     per_line = (time.thread_time() - start) / 10
     assert per_line < 0.006, per_line
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # SGLang 0.5.23's capacity cuts that no word of the pack named (their calls in the
+        # released wheel: scheduler.py:2702, deep_gemm_wrapper/compile_utils.py:237,
+        # mem_cache/storage/umbp/umbp_store.py:849, models/qwen4_exp_ple_table.py:313).
+        "Capping max_new_tokens of request 3f2a to SGLANG_MAX_NEW_TOKENS_LIMIT=4096 "
+        "(requested: 8192).",
+        "Available memory 3GB is less than required memory 5GB for warmup, reducing max_m to "
+        "1024 to avoid out of memory",
+        "UMBPStore: tenant_quota_bytes=100 × dp_size=8 = 800 exceeds ssd_capacity=500. "
+        "Reduced to 62 to avoid SPDK proxy NO_SPACE",
+        "PLE table: resident set capped at 7.5 GiB, checked every 8 s",
+    ],
+)
+def test_capacity_cuts_worded_without_the_older_words_are_downgrades(line: str) -> None:
+    vocabulary = StartupTracker(MemoMatcher(load_rules([default_rules_dir()]))).vocabulary()
+    assert vocabulary.hits(line)
+    assert vocabulary.hits(f"[2026-11-15 10:00:32 TP0] {line}".encode())
