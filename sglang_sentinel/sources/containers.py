@@ -86,10 +86,20 @@ def engine_mismatch(
     comm = field("_COMM")
     if comm != DOCKER_COMM:
         return f"sent by {comm!r}, not {DOCKER_COMM}"
+    # _COMM is the process's own name (prctl can set it); _EXE is the binary it runs.
+    exe = field("_EXE")
+    if exe is None or _program(exe) != DOCKER_COMM:
+        return f"sent by a process running {exe or 'no known binary'}, not {DOCKER_COMM}"
     transport = field("_TRANSPORT")
     if transport != ENGINE_TRANSPORT:
         return f"sent over {transport!r}, not the native protocol"
     return None
+
+
+def _program(exe: str) -> str:
+    """The file name of an `_EXE` path ("/usr/sbin/dockerd (deleted)" after an upgrade the
+    engine has not been restarted for is still dockerd)."""
+    return exe.removesuffix(" (deleted)").rsplit("/", 1)[-1]
 
 
 def start_id(container_id_full: str, epoch: str | None) -> str | None:

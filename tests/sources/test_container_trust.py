@@ -9,6 +9,7 @@ Before, such a process made a new "startup" of the container (max_running_reques
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -72,7 +73,7 @@ def logged_events(err: str) -> list[dict[str, Any]]:
 
 # Each sender differs from dockerd in one field journald adds itself; all but another-unit
 # share dockerd's cgroup, hence its invocation id (a child of dockerd, an ExecStartPost script).
-SENDERS = {
+SENDERS: dict[str, dict[str, str | None]] = {
     "non-root": {"_UID": "1000", "_GID": "1000"},
     "another-unit": {
         "_SYSTEMD_INVOCATION_ID": "0123456789abcdef0123456789abcdef",
@@ -80,6 +81,9 @@ SENDERS = {
         "_SYSTEMD_CGROUP": "/system.slice/cron.service",
     },
     "not-dockerd": {"_COMM": "python3", "_EXE": "/usr/bin/python3.11"},
+    # A root process in dockerd's unit that named itself dockerd (prctl PR_SET_NAME).
+    "renamed-to-dockerd": {"_EXE": "/usr/bin/python3.11"},
+    "no-binary": {"_EXE": None},
     "not-native": {"_TRANSPORT": "syslog"},
 }
 
@@ -103,7 +107,11 @@ def test_a_forged_startup_and_a_forged_line_in_a_real_start_change_nothing(
     host.entries.append(forged_line)
     sglang_start(host.container(NAME), "2026-01-03", 48)  # a whole new "start"
     for entry in host.entries[forged_at:]:
-        entry.update(SENDERS[sender])
+        for name, value in SENDERS[sender].items():
+            if value is None:
+                entry.pop(name, None)  # a field journald did not add
+            else:
+                entry[name] = value
         entry["_PID"] = "4242"
     forged = len(host.entries) - forged_at
     assert forged == 4 and real.epoch == forged_line["CONTAINER_LOG_EPOCH"]
@@ -191,17 +199,22 @@ NOBODY_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys
 def test_live_forged_lines_of_non_root_processes_change_no_verdict(
     live_journald: LiveJournald, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """dockerd (root, in its unit, named dockerd) writes 48 then 26: check 1. Then `nobody`
-    writes a start at 48, once from outside any unit and once from inside dockerd's unit, both
-    named dockerd: still 48, 26 and check 1; the forged lines are counted."""
+    """dockerd (root, in its unit, a binary named dockerd) writes 48 then 26: check 1. Then
+    `nobody` writes a start at 48, once from outside any unit and once from inside dockerd's
+    unit, and root from inside dockerd's unit, all named dockerd: still 48, 26 and check 1; the
+    forged lines are counted."""
     engine = unique_unit("sentinel-dockerd")
     sender = [sys.executable, "-c", SENDER, str(live_journald.native_socket)]
+    # The stand-in engine's binary is called dockerd (_EXE): the distribution's python3, copied.
+    binary = tmp_path / "bin" / "dockerd"
+    binary.parent.mkdir()
+    shutil.copy(Path(NOBODY_PYTHON).resolve(), binary)
     host = DockerHost()
     c = host.container(NAME)
     sglang_start(c, "2026-01-01", 48)
     sglang_start(c, "2026-01-02", 26)
     real = client_fields(host.entries)
-    dockerd = live_journald.run_in_unit(engine, sender, stdin=subprocess.PIPE)
+    dockerd = live_journald.run_in_unit(engine, [str(binary), *sender[1:]], stdin=subprocess.PIPE)
     send(live_journald, dockerd, real, len(real))
 
     forged = client_fields(sglang_start(host.container(NAME), "2026-01-03", 48).host.entries[-3:])
@@ -210,18 +223,25 @@ def test_live_forged_lines_of_non_root_processes_change_no_verdict(
     send(live_journald, outsider, forged, len(real) + 3)
     insider = live_journald.run_in_unit(engine, forger, stdin=subprocess.PIPE)
     send(live_journald, insider, forged, len(real) + 6)
+    # Root in dockerd's unit, named dockerd by prctl, but another binary.
+    renamed = live_journald.run_in_unit(engine, sender, stdin=subprocess.PIPE)
+    send(live_journald, renamed, forged, len(real) + 9)
 
     lines = live_journald.entries(CONTAINER_NAME=NAME)
-    senders = [(e["_UID"], e.get("_SYSTEMD_UNIT"), e["_COMM"]) for e in lines]
+    senders = [
+        (e["_UID"], e.get("_SYSTEMD_UNIT"), e["_COMM"], e["_EXE"].endswith(b"/dockerd"))
+        for e in lines
+    ]
     unit = engine.encode()
     assert (
         senders
-        == [(b"0", unit, b"dockerd")] * 6
-        + [(b"65534", None, b"dockerd")] * 3
-        + [(b"65534", unit, b"dockerd")] * 3
+        == [(b"0", unit, b"dockerd", True)] * 6
+        + [(b"65534", None, b"dockerd", False)] * 3
+        + [(b"65534", unit, b"dockerd", False)] * 3
+        + [(b"0", unit, b"dockerd", False)] * 3
     )
     jdir = live_journald.journal_dir
     assert verdict(tmp_path, jdir, f"docker_units: [{engine}]") == ([48, 26], 1)
     text = scrape_in_process(jdir, tmp_path / "s2", containers=[NAME], docker_units=[engine])
-    assert "sglang_sentinel_forged_entries_total 6.0\n" in text
+    assert "sglang_sentinel_forged_entries_total 9.0\n" in text
     assert f'sglang_sentinel_max_running_requests{{unit="{TARGET}"}} 26.0\n' in text
