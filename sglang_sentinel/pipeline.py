@@ -408,7 +408,7 @@ class Pipeline:
             try:
                 record, builder = self.tracker.saved_form(inv)
                 stage = "state"
-                if store.is_pruned(inv):
+                if store.is_pruned(record):
                     return None  # read again after retention pruned it: stays pruned
                 new = store.save_startup(record, builder, self.source_key)
                 if new is None:
@@ -440,7 +440,7 @@ class Pipeline:
             try:
                 record, builder = self.tracker.saved_form(inv)
                 stage = "state"
-                if self.store.is_pruned(inv):
+                if self.store.is_pruned(record):
                     return
                 self.store.save_startup(record, builder, self.source_key)
             except (sqlite3.OperationalError, OSError):

@@ -73,9 +73,11 @@ CREATE TABLE IF NOT EXISTS pruned (
     seq INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS pruned_unit_seq ON pruned (unit, seq);
+CREATE TABLE IF NOT EXISTS pruned_horizon (unit TEXT PRIMARY KEY, started_at REAL NOT NULL);
 """
-# The `pruned` table (retention's tombstones) came without a schema version: an older sentinel
-# ignores a table it does not know, and only writers (which create it) read it.
+# The `pruned` table (retention's tombstones) and `pruned_horizon` (per unit, the start of the
+# newest startup retention deleted) came without a schema version: an older sentinel ignores a
+# table it does not know, and only writers (which create them) read them.
 
 # Tombstones of pruned startups kept per unit, as a multiple of the startups kept: a scan that
 # reads those startups' lines again skips them instead of storing them as new.
@@ -449,7 +451,10 @@ class StateStore:
         Always kept: the pinned baseline, the newest ready startup (the next startup's
         "previous" baseline, however long a crash loop since), and startups still open. A
         pruned startup leaves a tombstone (`is_pruned`) so reading its lines again does not
-        store it anew; the tombstones are bounded too (PRUNED_KEPT_FACTOR * keep per unit).
+        store it anew; the tombstones are bounded too (PRUNED_KEPT_FACTOR * keep per unit), so
+        the unit's horizon, the start of the newest startup ever deleted, is kept as well: a
+        startup not stored that began before it was pruned too, whether or not its tombstone
+        is left (a crash loop of more than PRUNED_KEPT_FACTOR * keep startups read again).
         """
         db = self._db
         (stored,) = db.execute("SELECT count(*) FROM startups WHERE unit=?", (unit,)).fetchone()
@@ -472,6 +477,14 @@ class StateStore:
             " SELECT invocation_id, unit, seq" + victims,
             where,
         )
+        db.execute(
+            "INSERT INTO pruned_horizon (unit, started_at)"
+            " SELECT :unit, max(started_at)" + victims + " AND started_at IS NOT NULL"
+            " GROUP BY unit"
+            " ON CONFLICT (unit) DO UPDATE SET"
+            " started_at=max(started_at, excluded.started_at)",
+            where,
+        )
         deleted = db.execute("DELETE" + victims, where).rowcount
         db.execute(
             "DELETE FROM pruned WHERE unit=:unit AND seq < coalesce((SELECT seq FROM pruned"
@@ -480,12 +493,20 @@ class StateStore:
         )
         return int(deleted)
 
-    def is_pruned(self, invocation_id: str) -> bool:
-        """True when retention deleted this startup (see `prune`)."""
-        row = self._db.execute(
-            "SELECT 1 FROM pruned WHERE invocation_id=?", (invocation_id,)
+    def is_pruned(self, record: StartupRecord) -> bool:
+        """True when retention deleted this startup (see `prune`): its tombstone is there, or
+        it is not stored and began no later than the newest startup of its unit deleted."""
+        db = self._db
+        inv = record.invocation_id
+        if db.execute("SELECT 1 FROM pruned WHERE invocation_id=?", (inv,)).fetchone():
+            return True
+        horizon = db.execute(
+            "SELECT started_at FROM pruned_horizon WHERE unit=?", (record.unit,)
         ).fetchone()
-        return row is not None
+        if horizon is None or record.started_at > float(horizon[0]):
+            return False
+        stored = db.execute("SELECT 1 FROM startups WHERE invocation_id=?", (inv,)).fetchone()
+        return stored is None
 
     def clear_builders(self, owner: str, keep: Iterable[str]) -> None:
         """Drop `owner`'s resume state of startups that can no longer change (another reader's

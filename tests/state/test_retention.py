@@ -118,6 +118,30 @@ def test_a_crash_loop_is_pruned_to_the_bound_keeping_the_pin_and_the_newest_read
     assert (latest["invocation_id"], latest["outcome"]) == (crashed[-1], "failed")
 
 
+def test_a_crash_loop_longer_than_its_tombstones_is_counted_once_when_read_again(
+    tmp_path: Path,
+) -> None:
+    """111 failed startups with a bound of 10 keep 100 tombstones: the oldest pruned startup has
+    none left. Read again, it stayed pruned only by its tombstone before: it was stored anew
+    (as the newest), which pruned the others and so on, and startups_total went 111 -> 222. The
+    unit's horizon (the start of the newest startup deleted) keeps every one of them out."""
+    config, state = _config(tmp_path, 10), tmp_path / "state"
+    loop, crashed = _crash_loop(tmp_path, "loop", 111, datetime(2026, 1, 4, tzinfo=timezone.utc))
+    _scan(config, loop, state)
+    assert _stored(state) == crashed[-10:]
+    _scan(config, loop, state)
+    assert _stored(state) == crashed[-10:]
+    store = StateStore(state, readonly=True)
+    try:
+        assert store.outcome_counts(UNIT) == {"ready": 0, "failed": 111}
+    finally:
+        store.close()
+    # A newer startup is still stored and counted.
+    newer, [late] = _crash_loop(tmp_path, "newer", 1, datetime(2026, 1, 5, tzinfo=timezone.utc))
+    _scan(config, newer, state)
+    assert _stored(state) == [*crashed[-9:], late]
+
+
 def test_the_bound_is_a_config_key_with_a_floor(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

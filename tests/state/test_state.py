@@ -124,12 +124,30 @@ def test_a_version_2_state_reads_as_it_is_and_upgrades_when_written(tmp_path: Pa
     ro.close()
     assert schema_of(tmp_path) == (
         "2",
-        ["baselines", "comparisons", "counters", "cursors", "meta", "pruned", "startups"],
+        [
+            "baselines",
+            "comparisons",
+            "counters",
+            "cursors",
+            "meta",
+            "pruned",
+            "pruned_horizon",
+            "startups",
+        ],
     )
     StateStore(tmp_path).close()
     assert schema_of(tmp_path) == (
         "4",
-        ["baselines", "builders", "counters", "cursors", "meta", "pruned", "startups"],
+        [
+            "baselines",
+            "builders",
+            "counters",
+            "cursors",
+            "meta",
+            "pruned",
+            "pruned_horizon",
+            "startups",
+        ],
     )
     again = StateStore(tmp_path, readonly=True)
     got = again.startup("c" * 32)
