@@ -48,6 +48,7 @@ from sglang_sentinel.config.schema import (
     pod_label_key,
     pod_label_name,
     pod_selector,
+    public_url,
     unit_name,
 )
 from sglang_sentinel.errors import ConfigError
@@ -347,9 +348,7 @@ class _Checker:
                 d.resolve_resend_seconds,
                 duration(0, 86400, zero=True),
             ),
-            generator_url=self.take(
-                am, "generator_url", p, d.generator_url, http_url(strict=False)
-            ),
+            generator_url=self.take(am, "generator_url", p, d.generator_url, public_url),
             instance=self.take(am, "instance", p, d.instance, self.label_value),
             job=self.take(am, "job", p, d.job, self.label_value),
             external_labels=self.take(am, "external_labels", p, d.external_labels, self.labels),

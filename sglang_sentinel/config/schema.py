@@ -462,6 +462,18 @@ def http_url(*, strict: bool) -> Callable[[Any, str], str]:
     return convert
 
 
+def public_url(value: Any, path: str) -> str:
+    """An http(s) URL sent with every alert (generatorURL): no credentials, nothing a secret
+    looks like (a Slack webhook pasted into the wrong field would be published with each)."""
+    url = http_url(strict=False)(value, path)
+    if scrub_text(url) != url or mask_url(url) != url:
+        raise InvalidValue(
+            "looks like a secret (credentials, a token, key or webhook URL); it is sent with"
+            " every alert: give a plain link"
+        )
+    return url
+
+
 def label_string(value: Any, path: str) -> str:
     if not isinstance(value, str):
         # Quoting matters in YAML: `debug: yes` is a boolean, `version: 1.10` is 1.1.

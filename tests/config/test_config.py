@@ -296,6 +296,13 @@ MISTAKES = [
      "'http://am:9093/?x=1'"),
     ("alertmanager: {generator_url: 'grafana'}\n",
      "alertmanager.generator_url: not an http(s) URL: 'grafana'"),
+    ("alertmanager: {generator_url: 'https://hooks.slack.com/services/T0SECRETAA/B0SECRETBB/"
+     "slacksecretslacksecret24'}\n",
+     "alertmanager.generator_url: looks like a secret (credentials, a token, key or webhook "
+     "URL); it is sent with every alert: give a plain link"),
+    ("alertmanager: {generator_url: 'https://admin:hunter22@grafana:3000/d/x'}\n",
+     "alertmanager.generator_url: looks like a secret (credentials, a token, key or webhook "
+     "URL); it is sent with every alert: give a plain link"),
 ]  # fmt: skip
 
 
@@ -456,7 +463,7 @@ def test_config_to_dict_masks_url_credentials(tmp_path: Path) -> None:
         """\
 alertmanager:
   urls: ['https://ops:hunter22@am.example.com/am', 'https://tok3n@am2:9093', 'http://am3:9093']
-  generator_url: 'https://u:pw@grafana/d?token=abc'
+  generator_url: 'https://grafana/d/sentinel'
   external_labels: {host: gpu1}
   bearer_token_file: /etc/sglang-sentinel/token
 """,
@@ -467,11 +474,12 @@ alertmanager:
         "https://<redacted>@am2:9093",
         "http://am3:9093",
     ]
-    assert shown["generator_url"] == "https://u:<redacted>@grafana/d?token=<redacted>"
+    # (a generator_url with credentials is refused: it would go out with every alert)
+    assert shown["generator_url"] == "https://grafana/d/sentinel"
     assert shown["external_labels"] == {"host": "gpu1"}
     assert shown["bearer_token_file"] == "/etc/sglang-sentinel/token"
     text = yaml.safe_dump(config_to_dict(load_config(path, environ={})))
-    assert "hunter22" not in text and "tok3n" not in text and "pw@" not in text
+    assert "hunter22" not in text and "tok3n" not in text
 
 
 def test_config_to_dict_of_defaults(no_default_file: Path) -> None:
