@@ -287,11 +287,12 @@ class StateStore:
                     (str(SCHEMA_VERSION),),
                 )
             else:
-                if int(row[0]) < 2:
+                version = self._version()
+                if version < 2:
                     self._upgrade_to_2()
-                if int(row[0]) < 3:
+                if version < 3:
                     self._upgrade_to_3()
-                if int(row[0]) < 4:
+                if version < 4:
                     self._upgrade_to_4()
             self._db.execute("CREATE INDEX IF NOT EXISTS startups_unit_seq ON startups (unit, seq)")
 
@@ -311,7 +312,16 @@ class StateStore:
 
     def _version(self) -> int:
         row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        return int(row[0]) if row else 0
+        if row is None:
+            return 0
+        try:
+            return int(row[0])
+        except (TypeError, ValueError):
+            # A damaged state (edited by hand, another program's table): said in one line.
+            raise StateError(
+                f"state database {self.path} has no readable schema version ({str(row[0])[:40]!r});"
+                " move the state aside to start a new one"
+            ) from None
 
     def _upgrade_to_2(self) -> None:
         """Version 1 -> 2: number the startups in the order version 1 knew them by (their start

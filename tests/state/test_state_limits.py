@@ -177,6 +177,34 @@ def test_every_command_names_a_newer_schema_in_one_line(
         assert (argv, code, lines) == (argv, 2, [expected])
 
 
+@pytest.mark.parametrize("value", ["abc", "", "4.0"])
+def test_a_damaged_schema_version_is_named_in_one_line(
+    tmp_path: Path, seed_journal_dir: Path, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    """Before: every command exited 3 with `internal error: ValueError: invalid literal`."""
+    state = tmp_path / "s"
+    assert main(["scan", "--journal-dir", str(seed_journal_dir), "--state-dir", str(state)]) == 0
+    db = sqlite3.connect(state / DB_NAME)
+    try:
+        db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (value,))
+        db.commit()
+    finally:
+        db.close()
+    capsys.readouterr()
+    s = ["--state-dir", str(state)]
+    for argv in (["check", *s], ["scan", "--journal-dir", str(seed_journal_dir), *s]):
+        code = main(argv)
+        lines = [ln for ln in capsys.readouterr().err.splitlines() if not ln.startswith("{")]
+        assert (argv, code, lines) == (
+            argv,
+            2,
+            [
+                f"error: state database {state / DB_NAME} has no readable schema version"
+                f" ({value!r}); move the state aside to start a new one"
+            ],
+        )
+
+
 # -- read-only commands create nothing -----------------------------------------------------------
 
 
