@@ -489,8 +489,7 @@ class StateStore:
         )
         db.execute(
             "INSERT INTO pruned_horizon (unit, started_at)"
-            " SELECT :unit, max(started_at)" + victims + " AND started_at IS NOT NULL"
-            " GROUP BY unit"
+            " SELECT :unit, max(started_at)" + victims + " GROUP BY unit"  # none: no row
             " ON CONFLICT (unit) DO UPDATE SET"
             " started_at=max(started_at, excluded.started_at)",
             where,
