@@ -46,7 +46,12 @@ def plain(value: Any, *, finite: bool = False) -> Any:
     carry (nan, inf) become their Python spelling, as the `--json` contract prints them.
     """
     cls = value.__class__
-    # Exact types first: most values are, and the Mapping ABC's isinstance is the slow test.
+    # Exact types first: most values are, and the Mapping ABC's isinstance is the slow test
+    # (a scalar used to pay it: a live daemon's commit walks thousands of them).
+    if cls in _SCALARS:
+        if finite and cls is float and not math.isfinite(value):
+            return repr(value)
+        return value
     if cls is dict or (cls is not list and cls is not tuple and isinstance(value, Mapping)):
         return {json_key(k): plain(v, finite=finite) for k, v in value.items()}
     if cls is list or cls is tuple or isinstance(value, list | tuple):

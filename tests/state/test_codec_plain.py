@@ -100,9 +100,10 @@ def test_a_list_of_scalars_is_a_new_list() -> None:
     assert plain((1, "a", None)) == [1, "a", None]
 
 
-def test_plain_asks_the_mapping_abc_about_no_dict_list_or_tuple(monkeypatch: Any) -> None:
-    """A decode summary is thousands of lists: the ABC's isinstance is the slow test, so exact
-    dicts, lists and tuples are told by their type."""
+def test_plain_asks_the_mapping_abc_only_about_values_of_no_exact_type(monkeypatch: Any) -> None:
+    """A decode summary is thousands of lists and a live daemon's commit walks it several times
+    a second: the ABC's isinstance is the slow test, so exact dicts, lists, tuples and scalars
+    are told by their type and only a subclass (or another mapping) is asked about."""
     asked: list[type] = []
 
     class Meta(type):
@@ -114,9 +115,16 @@ def test_plain_asks_the_mapping_abc_about_no_dict_list_or_tuple(monkeypatch: Any
         pass
 
     monkeypatch.setattr(codec, "Mapping", Counting)
-    summary = {"buckets": {"bs8/ctx512": [[1.5, 0.0, 1000.0, 8.0, 512.0]] * 3}, "t": (1, [2])}
+    summary = {
+        "buckets": {"bs8/ctx512": [[1.5, 0.0, 1000.0, 8.0, 512.0]] * 3},
+        "t": (1, [2], None, "s", True),
+        "counts": {"clean": 3, "x": 2.5},
+        "sub": _Text("a"),
+    }
     assert plain(summary) == {
         "buckets": {"bs8/ctx512": [[1.5, 0.0, 1000.0, 8.0, 512.0]] * 3},
-        "t": [1, [2]],
+        "t": [1, [2], None, "s", True],
+        "counts": {"clean": 3, "x": 2.5},
+        "sub": "a",
     }
-    assert asked == [int]  # the one scalar not inside a list of scalars: the tuple's 1
+    assert asked == [_Text]
