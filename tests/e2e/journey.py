@@ -427,7 +427,9 @@ WantedBy=multi-user.target
             self.sh(f"systemctl restart {SERVICE}")
             pid = self.main_pid()
             self.wait_metric("sglang_sentinel_journal_up", 1, 10)
-            # STATUS is set after the first drain: by then the new process saw every startup.
+            # A first look; the STATUS text is the old process's too, so this can come before
+            # the new process's first drain. The proof is below: the startup started after the
+            # restart is read after that drain, and by then nothing else may have been logged.
             wait_until(
                 lambda: self.show(SERVICE, "StatusText").startswith(f"{self.unit}: failed, "),
                 10,
@@ -467,6 +469,9 @@ WantedBy=multi-user.target
             logged = self.sentinel_events("startup_recorded", pid)
             if len(logged) != 1 or self.known[-1][:8] not in logged[0]:
                 raise JourneyError(f"startup_recorded after the restart: {logged}")
+            raised = self.sentinel_events("finding_raised", pid)
+            if raised:
+                raise JourneyError(f"finding_raised after the restart: {raised}")
             s.detail = (
                 f"new PID {pid}: same {len(self.known) - 1} startups, none logged again; "
                 "then 1 new, recorded and logged once"
