@@ -201,6 +201,9 @@ class Pipeline:
         self.runtime: Mapping[str, RuntimeView] = types.MappingProxyType({})
         # Startups the last successful commit stored (changed records plus batch-line-only ones).
         self.last_saved = 0
+        # Of the startups the last commit compared, those the state already held with the same
+        # outcome: read again (a replay after a cursor reset, another target list), not news.
+        self.already_stored: frozenset[str] = frozenset()
 
     def set_rules(self, rules: RuleSet) -> None:
         self.rules = rules
@@ -361,14 +364,18 @@ class Pipeline:
         comparisons: list[Comparison] = []
         recorded = 0
         self._grown = set()
+        already: set[str] = set()
         try:
             with self.store.transaction():
                 for inv in dirty:
+                    before = self.store.stored_outcome(inv)
                     saved = self._save(inv)
                     if saved is not None:
                         comparison, new = saved
                         comparisons.append(comparison)
                         recorded += new
+                        if before == comparison.record.outcome:
+                            already.add(inv)
                 for inv in touched:
                     self._save_touched(inv)
                 if dirty and key is not None:
@@ -385,6 +392,7 @@ class Pipeline:
             raise CommitFailed(f"cannot write {self.store.path}: {exc}") from exc
         self._last_checkpoint = now
         self.last_saved = len(dirty) + len(touched)
+        self.already_stored = frozenset(already)
         if self.last_saved:
             self.runtime = types.MappingProxyType(dict(self.tracker.runtime_views()))
         self.tracker.mark_clean()

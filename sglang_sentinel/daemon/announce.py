@@ -8,7 +8,7 @@ startup, a restart or a replay after a cursor reset logs only what is new.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from systemd import daemon as sd
 
@@ -90,8 +90,15 @@ class Announcer:
             self._open_findings[view.unit] = now
         self._pins = dict(pins)
 
-    def recorded(self, comparisons: Sequence[Comparison]) -> None:
-        """startup_recorded for each decided startup whose outcome or findings changed."""
+    def recorded(
+        self, comparisons: Sequence[Comparison], already_stored: Collection[str] = ()
+    ) -> None:
+        """startup_recorded for each decided startup whose outcome or findings changed.
+
+        `already_stored`: startups the state held with the same outcome before this commit. One
+        of those this run has not logged (older than the ANNOUNCED_KEPT it remembered, read
+        again after a cursor reset or under another target list) was logged when it was
+        stored: it is not logged again."""
         for c in comparisons:
             r = c.record
             if r.outcome == "starting":
@@ -100,12 +107,13 @@ class Announcer:
             # and its findings only when the outcome or the set of findings changed.
             announced = (r.outcome, tuple(f.check for f in c.findings))
             before = self._announced.get(r.invocation_id)
-            if before == announced or before == (r.outcome, None):
-                self._announced[r.invocation_id] = announced
-                continue
+            if before is None and r.invocation_id in already_stored:
+                before = (r.outcome, None)
             self._announced[r.invocation_id] = announced
             if len(self._announced) > ANNOUNCED_KEPT:
                 del self._announced[next(iter(self._announced))]
+            if before == announced or before == (r.outcome, None):
+                continue
             log.info(
                 "startup_recorded",
                 unit=r.unit,

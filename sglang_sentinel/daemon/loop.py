@@ -386,7 +386,7 @@ class Daemon:
         return True
 
     def _after_commit(self, comparisons: Sequence[Comparison]) -> None:
-        self.announcer.recorded(comparisons)
+        self.announcer.recorded(comparisons, self.pipeline.already_stored)
         if comparisons or self.pipeline.last_saved:
             self.publish()
             self._sync_findings()

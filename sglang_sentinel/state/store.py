@@ -647,6 +647,14 @@ class StateStore:
         units = list(units)
         return [f"unit IN ({','.join('?' * len(units))})"], list(units)
 
+    def stored_outcome(self, invocation_id: str) -> str | None:
+        """The outcome the state holds for this startup (None: not stored), read without
+        decoding its record."""
+        row = self._db.execute(
+            "SELECT outcome FROM startups WHERE invocation_id=?", (invocation_id,)
+        ).fetchone()
+        return str(row[0]) if row else None
+
     def startup(self, invocation_id: str) -> StartupRecord | None:
         row = self._db.execute(
             "SELECT record FROM startups WHERE invocation_id=?", (invocation_id,)

@@ -61,3 +61,20 @@ def test_what_an_earlier_run_said_is_not_said_again() -> None:
         a.pin_changes([UNIT], {UNIT: "a" * 32})
         a.pin_changes([UNIT], {})
     assert [(e["event"], e.get("invocation")) for e in logs] == [("baseline_unpinned", "aaaaaaaa")]
+
+
+def test_a_startup_read_again_that_the_state_already_held_is_not_logged_again() -> None:
+    """Read again past what this run remembers (a replay after a cursor reset, another target
+    list): stored before with the same outcome, so it was logged when it was stored."""
+    a = Announcer(notify=lambda _: None)
+    drop, same = _status().comparison, _status("same").comparison
+    assert drop is not None and same is not None
+    inv = drop.record.invocation_id
+    with capture_logs() as logs:
+        a.recorded([drop], already_stored={inv})  # held with this outcome: not news
+        a.recorded([same], already_stored={inv})  # remembered now: its findings changed
+        a.recorded([drop])  # not held before (a new startup): logged
+    assert [(e["event"], e["findings"]) for e in logs] == [
+        ("startup_recorded", []),
+        ("startup_recorded", ["max_running_requests_drop"]),
+    ]
