@@ -8,6 +8,7 @@ it had just happened: a log-based alert on `startup_recorded` fired for a failur
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from sglang_sentinel.daemon.loop import Daemon
 UNIT = "sglang-qwen.service"  # the seed journal's unit (journal files, not a live unit)
 
 
-def recorded(journal: Path, state: Path, units: list[str]) -> list[dict[str, Any]]:
+def recorded(journal: Path, state: Path, units: list[str]) -> list[MutableMapping[str, Any]]:
     """Start a daemon on `state`, read the journal to its end once; its startup_recorded events."""
     config = load_config(
         overrides={"journal.directory": str(journal), "state_dir": str(state), "units": units},
