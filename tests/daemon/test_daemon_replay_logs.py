@@ -13,32 +13,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from daemons import opened_daemon
 from structlog.testing import capture_logs
 
-from sglang_sentinel.config import load_config
 from sglang_sentinel.daemon import announce
 from sglang_sentinel.daemon import loop as daemon_module
-from sglang_sentinel.daemon.loop import Daemon
 
 UNIT = "sglang-qwen.service"  # the seed journal's unit (journal files, not a live unit)
 
 
 def recorded(journal: Path, state: Path, units: list[str]) -> list[MutableMapping[str, Any]]:
     """Start a daemon on `state`, read the journal to its end once; its startup_recorded events."""
-    config = load_config(
-        overrides={"journal.directory": str(journal), "state_dir": str(state), "units": units},
-        environ={},
-    )
-    daemon = Daemon.from_config(config)
-    daemon.source.open()
-    try:
-        daemon.pipeline.resume(from_boot_start=False)
+    with opened_daemon(journal, state, units) as daemon:
         daemon._remember_announced()
         with capture_logs() as logs:
             daemon._drain()
-    finally:
-        daemon.source.close()
-        daemon.store.close()
     return [e for e in logs if e["event"] == "startup_recorded"]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from daemons import opened_daemon
 from prometheus_client import generate_latest
 
 from sglang_sentinel.config import load_config
@@ -62,14 +63,7 @@ def test_a_scrape_reads_one_snapshot_whose_counters_later_counts_leave_alone(
 ) -> None:
     """The collector is handed one snapshot a scrape: statuses, pins, policy, the counters and
     rule hits taken together, copies that what the loop counts afterwards does not change."""
-    config = load_config(
-        overrides={"journal.directory": str(seed_journal_dir), "state_dir": str(tmp_path / "s")},
-        environ={},
-    )
-    daemon = Daemon.from_config(config)
-    daemon.source.open()
-    try:
-        daemon.pipeline.resume(from_boot_start=False)
+    with opened_daemon(seed_journal_dir, tmp_path / "s") as daemon:
         daemon._drain()
         snap = daemon.snapshot()
         assert [u.unit for u in snap.units] == ["sglang-qwen.service"]
@@ -85,6 +79,3 @@ def test_a_scrape_reads_one_snapshot_whose_counters_later_counts_leave_alone(
         page = generate_latest(daemon.registry).decode()
         assert f"sglang_sentinel_journal_entries_read_total {entries + 5}.0" in page
         assert 'sglang_sentinel_processing_errors_total{stage="rules"} 9.0' in page
-    finally:
-        daemon.source.close()
-        daemon.store.close()

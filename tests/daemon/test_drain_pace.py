@@ -11,12 +11,13 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from daemons import opened_daemon
 
-from sglang_sentinel.config import load_config
 from sglang_sentinel.daemon import loop as daemon_module
 from sglang_sentinel.daemon.loop import Daemon
 
@@ -70,21 +71,11 @@ def run_loop(daemon: CountingDaemon, seconds: float) -> float:
 
 
 @pytest.fixture
-def daemon(seed_journal_dir: Path, tmp_path: Path) -> Any:
-    config = load_config(
-        overrides={
-            "journal.directory": str(seed_journal_dir),
-            "state_dir": str(tmp_path / "state"),
-            "units": ["sglang-qwen.service"],
-        },
-        environ={},
-    )
-    d = CountingDaemon.from_config(config)
-    d.source.open()
-    d.pipeline.resume(from_boot_start=False)
-    yield d
-    d.source.close()
-    d.store.close()
+def daemon(seed_journal_dir: Path, tmp_path: Path) -> Iterator[CountingDaemon]:
+    state = tmp_path / "state"
+    with opened_daemon(seed_journal_dir, state, ["sglang-qwen.service"], CountingDaemon) as d:
+        assert isinstance(d, CountingDaemon)
+        yield d
 
 
 def test_a_source_readable_all_the_time_is_read_at_most_every_drain_interval(
