@@ -98,15 +98,17 @@ def _common(p: argparse.ArgumentParser, *, units: bool = True) -> None:
 
 
 class _Version(argparse.Action):
-    """`--version`: the version, the journal reader this install runs (C or Python) and whether
-    its hot path runs compiled (mypyc) or pure."""
+    """`--version`: the version, the journal and file readers this install runs (C or Python:
+    pip leaves an optional C reader out, quietly, where it cannot build it) and whether its hot
+    path runs compiled (mypyc) or pure."""
 
     def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kw: object) -> None:
         from .compiled import hot_path  # both load the modules they name: only when asked
-        from .sources import reader_path
+        from .sources import file_reader_path, reader_path
 
         print(
-            f"sglang-sentinel {__version__} (journal reader: {reader_path()}, hot path: {hot_path()})"
+            f"sglang-sentinel {__version__} (journal reader: {reader_path()}, "
+            f"file reader: {file_reader_path()}, hot path: {hot_path()})"
         )
         parser.exit()
 

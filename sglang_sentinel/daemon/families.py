@@ -390,10 +390,11 @@ SELF_FAMILIES: Final = (
     Family(
         "build",
         "info",
-        "sglang-sentinel build: its version and the journal reader it runs (c: the optional "
-        "C extension, python: python-systemd's reader).",
-        ("version", "reader"),
-        "__version__, the journal reader",
+        "sglang-sentinel build: its version, the journal reader it runs (c: the optional "
+        "C extension, python: python-systemd's reader) and the reader of log files it runs "
+        "(c: the optional C extension, python: Python).",
+        ("version", "reader", "file_reader"),
+        "__version__, the journal reader, the file reader",
     ),
 )
 

@@ -34,7 +34,7 @@ from ..model import Comparison
 from ..outputs import render_page
 from ..pipeline import CommitFailed, Pipeline, load_rules_and_policy
 from ..rules import RuleSet
-from ..sources import reader_path
+from ..sources import file_reader_path, reader_path
 from ..state import StateStore
 from .announce import ANNOUNCED_KEPT, Announcer
 from .http import BoundedWSGIServer, make_metrics_server, routes
@@ -118,7 +118,9 @@ class Daemon:
             registry = CollectorRegistry(auto_describe=False)
         # Pod labels from the Kubernetes API, only when kubernetes.labels names some.
         self.pod_labels = pod_labels_of(config.kubernetes, os.environ)
-        registry.register(SentinelCollector(self.snapshot, reader=reader_path()))
+        registry.register(
+            SentinelCollector(self.snapshot, reader=reader_path(), file_reader=file_reader_path())
+        )
         self.registry = registry
         self._snapshot = _Snapshot()
 
@@ -258,7 +260,14 @@ class Daemon:
         old_fd = signal.set_wakeup_fd(wake_w)
         handlers = self._install_signals()
         self.announcer.ready()
-        log.info("sentinel_started", units=list(self.config.targets), version=__version__)
+        log.info(
+            "sentinel_started",
+            units=list(self.config.targets),
+            version=__version__,
+            # Which optional C readers pip built (it leaves one out quietly where it cannot).
+            journal_reader=reader_path(),
+            file_reader=file_reader_path(),
+        )
         try:
             self._loop(wake_r)
         finally:

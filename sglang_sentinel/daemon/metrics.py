@@ -60,10 +60,12 @@ class SentinelCollector(Collector):
         snapshot: Callable[[], Snapshot],
         clock: Callable[[], float] = time.time,
         reader: str = "python",
+        file_reader: str = "python",
     ) -> None:
         self._snapshot = snapshot
         self._clock = clock
         self._reader = reader  # which journal reader runs: "c" or "python" (sources.reader_path)
+        self._file_reader = file_reader  # and which file reader (sources.file_reader_path)
         self._hashes: dict[str, str] = {}  # baseline invocation id -> content sha256
         # Concurrent scrapes share the hash cache (_sha256 changes it); the snapshot needs none.
         self._hashes_lock = threading.Lock()
@@ -221,7 +223,7 @@ class SentinelCollector(Collector):
         yield sample("forged_entries", s.forged_entries)
         yield sample("journal_files_unreadable", s.journal_files_unreadable)
         build = info("build")
-        build.add_metric([__version__, self._reader], {})
+        build.add_metric([__version__, self._reader, self._file_reader], {})
         yield build
 
 

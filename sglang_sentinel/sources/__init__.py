@@ -10,6 +10,7 @@ podlogs.py     PodLayout       the kubelet's pod logs (CRI format)
 combined.py    CombinedSource  the journal and log files at once
 readers.py     reader_path     which libsystemd reader reads the units' journal lines: the optional
                                C one (_journalread.c) or python-systemd's
+               file_reader_path  which cuts log files' lines apart: _fileread.c or Python
 """
 
 from .base import Source, journal_cursor_time
@@ -18,7 +19,7 @@ from .dockerfiles import DockerLayout
 from .files import FileSource, Layout, Stream, parse_time_us
 from .journal import JournalSource
 from .podlogs import PodLayout
-from .readers import reader_path
+from .readers import file_reader_path, reader_path
 
 __all__ = [
     "CombinedSource",
@@ -29,6 +30,7 @@ __all__ = [
     "PodLayout",
     "Source",
     "Stream",
+    "file_reader_path",
     "journal_cursor_time",
     "parse_time_us",
     "reader_path",

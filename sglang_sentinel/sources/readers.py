@@ -38,8 +38,14 @@ def fast_reader() -> Any:
 
 
 def reader_path() -> str:
-    """The reader `sentinel` runs, as `--version` and the build info metric name it."""
+    """The journal reader `sentinel` runs, as `--version` and the build info metric name it."""
     return "c" if fast_reader() is not None else "python"
+
+
+def file_reader_path() -> str:
+    """The reader of Docker's and the kubelet's log files `sentinel` runs ("c" or "python"), as
+    `--version` and the build info metric name it."""
+    return "c" if fast_file_run() is not None else "python"
 
 
 def fast_file_run() -> Any:

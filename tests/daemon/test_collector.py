@@ -19,7 +19,10 @@ UNIT = "sglang-qwen.service"
 
 
 def scrape(
-    *views: UnitStatus, pinned: set[str] | None = None, reader: str = "python"
+    *views: UnitStatus,
+    pinned: set[str] | None = None,
+    reader: str = "python",
+    file_reader: str = "python",
 ) -> dict[tuple[str, tuple], float]:  # type: ignore[type-arg]
     registry = CollectorRegistry(auto_describe=False)
     registry.register(
@@ -33,6 +36,7 @@ def scrape(
             ),
             clock=lambda: 1_700_000_200.0,
             reader=reader,
+            file_reader=file_reader,
         )
     )
     return samples(generate_latest(registry).decode())
@@ -81,26 +85,29 @@ def test_a_unit_without_a_decided_startup_has_no_fact_series() -> None:
 
 
 @pytest.mark.parametrize("reader", ["c", "python"])
-def test_build_info_names_the_version_and_the_journal_reader(reader: str) -> None:
-    build = [k for k in scrape(reader=reader) if k[0] == "sglang_sentinel_build_info"]
-    assert build == [("sglang_sentinel_build_info", (("reader", reader), ("version", __version__)))]
+@pytest.mark.parametrize("file_reader", ["c", "python"])
+def test_build_info_names_the_version_and_both_readers(reader: str, file_reader: str) -> None:
+    m = scrape(reader=reader, file_reader=file_reader)
+    build = [k for k in m if k[0] == "sglang_sentinel_build_info"]
+    labels = (("file_reader", file_reader), ("reader", reader), ("version", __version__))
+    assert build == [("sglang_sentinel_build_info", labels)]
 
 
-def test_the_daemons_build_info_names_the_reader_it_runs(
+def test_the_daemons_build_info_names_the_readers_it_runs(
     seed_journal_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """SENTINEL_READER=python keeps to python-systemd's reader, and the metric says so."""
-    from sglang_sentinel.sources import reader_path
+    """SENTINEL_READER=python keeps to python-systemd's reader and the Python file reader, and
+    the metric says so."""
+    from sglang_sentinel.sources import file_reader_path, reader_path
 
     def build_info() -> list[tuple[str, tuple]]:  # type: ignore[type-arg]
         text = scrape_in_process(seed_journal_dir, tmp_path / f"s-{reader_path()}")
         return [k for k in samples(text) if k[0] == "sglang_sentinel_build_info"]
 
-    runs = reader_path()  # "c" where the extension is built (CI runs the suite both ways)
-    assert build_info() == [
-        ("sglang_sentinel_build_info", (("reader", runs), ("version", __version__)))
-    ]
+    # "c" where the extensions are built (.ci/run builds them; e2e's fallback step proves an
+    # install without them)
+    runs = (("file_reader", file_reader_path()), ("reader", reader_path()))
+    assert build_info() == [("sglang_sentinel_build_info", (*runs, ("version", __version__)))]
     monkeypatch.setenv("SENTINEL_READER", "python")
-    assert build_info() == [
-        ("sglang_sentinel_build_info", (("reader", "python"), ("version", __version__)))
-    ]
+    pure = (("file_reader", "python"), ("reader", "python"), ("version", __version__))
+    assert build_info() == [("sglang_sentinel_build_info", pure)]

@@ -21,6 +21,8 @@ import pytest
 import standin_sglang
 from sentinelproc import Sentinel, free_port, sentinel_argv, wait_until
 
+from sglang_sentinel.sources import file_reader_path, reader_path
+
 UNIT = "sglang-qwen.service"  # the seed journal's unit (journal files, not a live unit)
 # The live tests' unit: a name unique to this test run, never a real service's.
 LIVE_UNIT = journaltools.unique_unit("sglang-qwen")
@@ -52,6 +54,12 @@ def test_sigterm_exits_0_within_2_seconds(
     assert elapsed < 2.0, f"exit took {elapsed:.2f}s after SIGTERM"
     assert s.events()[-1]["event"] == "sentinel_stopped"
     assert "Traceback" not in s.stderr()
+    # Its start names the readers it runs: pip leaves an optional C reader out quietly.
+    (started,) = [e for e in s.events() if e["event"] == "sentinel_started"]
+    assert (started["journal_reader"], started["file_reader"]) == (
+        reader_path(),
+        file_reader_path(),
+    )
 
 
 # -- (b) sd_notify ----------------------------------------------------------------------------------

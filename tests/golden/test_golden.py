@@ -26,8 +26,9 @@ CASES = sorted(["seed-flag-change", *(p.parent.name for p in GOLDEN.glob("*/jour
 _VOLATILE = re.compile(
     r"^sglang_sentinel_(journal_last_entry_age_seconds|processing_lag_seconds)\b"
 )
-# The build info names the journal reader this install runs (c or python); both read the same.
-_READER = re.compile(r'\breader="(c|python)"')
+# The build info names the journal and file readers this install runs (c or python); either
+# reads the same.
+_READER = re.compile(r'\b(reader|file_reader)="(c|python)"')
 
 
 def _export(case: str) -> Path:
@@ -68,7 +69,7 @@ def _pinned(capsys: pytest.CaptureFixture[str], case: str, state: Path, units: l
 
 def _metrics(journal: Path, state: Path, units: list[str]) -> str:
     text = scrape_in_process(journal, state, units)
-    text = _READER.sub('reader="<reader>"', text)
+    text = _READER.sub(r'\1="<reader>"', text)
     return "".join(line + "\n" for line in text.splitlines() if not _VOLATILE.match(line))
 
 

@@ -199,7 +199,7 @@ def test_a_scan_reports_the_same_on_either_reader(
         assert c == py, directory.name
 
 
-def test_version_names_the_reader() -> None:
+def test_version_names_the_readers() -> None:
     for env, path in (({}, "c"), ({"SENTINEL_READER": "python"}, "python")):
         done = subprocess.run(
             [sys.executable, "-m", "sglang_sentinel.cli", "--version"],
@@ -209,6 +209,6 @@ def test_version_names_the_reader() -> None:
             check=True,
         )
         assert (
-            done.stdout
-            == f"sglang-sentinel 0.1.0 (journal reader: {path}, hot path: {hot_path()})\n"
+            done.stdout == f"sglang-sentinel 0.1.0 (journal reader: {path}, file reader: {path}, "
+            f"hot path: {hot_path()})\n"
         )
