@@ -184,6 +184,53 @@ WantedBy=multi-user.target
         out = self.sh(f"journalctl -o cat -u {SERVICE}{prio}{match}", check=False)
         return [line for line in out.splitlines() if f'"event": "{event}"' in line]
 
+    def install_without_compiler(self) -> str:
+        """README 1's `pip install .` once more, into a second venv, where every compile fails
+        (CC=/bin/false; python-systemd, which has no wheels, is installed first with the
+        compiler, as where it comes prebuilt): pip leaves the optional C readers out without
+        failing, `sentinel --version` says `python` for both readers, and a scan of this host's
+        journal (the stand-in unit's startups of both boots) reports exactly what the C
+        readers' scan reports."""
+        venv = "/opt/sentinel-no-compiler"
+        try:
+            # From a copy without README 1's build/: setuptools would take the readers it
+            # compiled there as up to date.
+            self.sh(
+                f"set -euo pipefail; mkdir {venv}; cp -a {CLONE} {venv}/src; "
+                f"rm -rf {venv}/src/build; cd {venv}/src; python3 -m venv {venv}; "
+                f"{venv}/bin/pip install systemd-python >{venv}/pip.log 2>&1; "
+                f"CC=/bin/false {venv}/bin/pip install -v . >>{venv}/pip.log 2>&1 "
+                f"|| {{ tail -n 40 {venv}/pip.log; exit 1; }}",
+                timeout=600,
+            )
+            built = self.sh(f"find {venv}/lib -name '_journalread*.so' -o -name '_fileread*.so'")
+            if built.strip():
+                raise JourneyError(f"C readers built with CC=/bin/false: {built.split()}")
+            # What pip -v said of them (setuptools' wording varies): into the machine's log.
+            self.sh(f"grep -i -E 'extension|/bin/false' {venv}/pip.log", check=False)
+            version = self.sh(f"{venv}/bin/sentinel --version").strip()
+            if "(journal reader: python, file reader: python, hot path: pure)" not in version:
+                raise JourneyError(f"the install without a compiler says {version!r}")
+            reports = []
+            for sentinel in ("/opt/sglang-sentinel/.venv/bin/sentinel", f"{venv}/bin/sentinel"):
+                state = self.sh("mktemp -d").strip()
+                reports.append(
+                    self.sh(f"{sentinel} scan --json --unit {self.unit} --state-dir {state}")
+                )
+                self.sh(f"rm -rf {state}")
+            c_version = self.sh("sentinel --version").strip()
+            if "(journal reader: c, file reader: c," not in c_version:
+                raise JourneyError(f"README 1's install says {c_version!r}")
+            startups = len(json.loads(reports[0])["startups"])
+            if startups < 2 or reports[0] != reports[1]:
+                raise JourneyError(
+                    f"the scans differ or miss the startups ({startups}):\n"
+                    f"{reports[0][-1500:]}\n---\n{reports[1][-1500:]}"
+                )
+        finally:
+            self.sh(f"rm -rf {venv}")
+        return f"{version}; {startups} startups, the same report as {c_version}"
+
     # --- the journey -----------------------------------------------------------------------
 
     def run(self) -> None:
@@ -211,6 +258,9 @@ WantedBy=multi-user.target
             if where != "/usr/local/bin/sentinel":
                 raise JourneyError(f"sentinel on PATH is {where!r}")
             s.detail = ", ".join(self.sh("python3 --version; sentinel --version").split("\n")[:2])
+
+        with self.step("no working compiler: pip leaves the C readers out, same report") as s:
+            s.detail = self.install_without_compiler()
 
         with self.step("README 2 config") as s:
             self.readme("config")
